@@ -1,0 +1,74 @@
+"""Typed exceptions for every runtime status code.
+
+Each C failure becomes the subclass named for its status, carrying the runtime's
+own message (``er_last_error``), so callers can catch the precise condition:
+
+    try:
+        edgerun.Model("broken.gguf")
+    except edgerun.errors.CorruptModelError as e:
+        print(e.status_name, e)
+"""
+
+
+class EdgerunError(Exception):
+    """Base class: ``status`` is the C code, ``status_name`` its ER_* name."""
+
+    status = None
+    status_name = "ER_UNKNOWN"
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
+class InvalidArgumentError(EdgerunError, ValueError):
+    status, status_name = -1, "ER_EINVAL"
+
+
+class FileAccessError(EdgerunError, OSError):
+    status, status_name = -2, "ER_EIO"
+
+
+class CorruptModelError(EdgerunError):
+    status, status_name = -3, "ER_ECORRUPT"
+
+
+class UnsupportedError(EdgerunError):
+    status, status_name = -4, "ER_EUNSUPPORTED"
+
+
+class ArenaTooSmallError(EdgerunError, MemoryError):
+    status, status_name = -5, "ER_ENOMEM_ARENA"
+
+
+class OutOfMemoryError(EdgerunError, MemoryError):
+    status, status_name = -6, "ER_ENOMEM"
+
+
+class ContextFullError(EdgerunError):
+    status, status_name = -7, "ER_ECONTEXT"
+
+
+class BusyError(EdgerunError):
+    status, status_name = -8, "ER_EBUSY"
+
+
+class BufferTooSmallError(EdgerunError):
+    status, status_name = -9, "ER_ERANGE"
+
+
+class StateError(EdgerunError):
+    status, status_name = -10, "ER_ESTATE"
+
+
+BY_STATUS = {cls.status: cls for cls in (
+    InvalidArgumentError, FileAccessError, CorruptModelError, UnsupportedError,
+    ArenaTooSmallError, OutOfMemoryError, ContextFullError, BusyError,
+    BufferTooSmallError, StateError)}
+
+
+def from_status(status, message):
+    """The exception instance for a negative C status."""
+    cls = BY_STATUS.get(status, EdgerunError)
+    return cls(message or f"edgerun error {status}", status)

@@ -1,0 +1,292 @@
+/*
+ * edgerun.h — the one public header of the edgerun runtime.
+ *
+ * Memory model: a model file is memory-mapped read-only; everything else the
+ * runtime needs (tensor bindings, KV caches, activations, logits, sampler and
+ * tokenizer tables) lives in ONE arena that er_model_open sizes with er_plan and
+ * allocates once (or takes from the caller). After er_model_open returns, no
+ * entry point calls malloc/calloc/realloc/free.
+ *
+ * Errors: every function returning int returns ER_OK (0) or a negative
+ * er_status. The message describing the most recent failure on the calling
+ * thread is available from er_last_error() until the next failing call on
+ * that thread.
+ *
+ * Threads: an er_model is immutable after open and may be shared; an
+ * er_session must be used by one thread at a time; tokenizer calls are
+ * stateless and may run on any number of threads at once.
+ *
+ * The block between ER_CDEF_BEGIN and ER_CDEF_END is read verbatim by the
+ * Python binding (cffi cdef); keep it free of preprocessor directives.
+ */
+#ifndef EDGERUN_H
+#define EDGERUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define ER_API __declspec(dllexport)
+#else
+#define ER_API __attribute__((visibility("default")))
+#endif
+
+#define ER_VERSION_MAJOR 0
+#define ER_VERSION_MINOR 1
+#define ER_VERSION_PATCH 0
+
+/* ER_CDEF_BEGIN */
+
+/* Status codes. All failures are negative. */
+typedef enum er_status {
+    ER_OK = 0,
+    ER_EINVAL = -1,          /* a NULL or out-of-range argument */
+    ER_EIO = -2,             /* open/stat/mmap/read failed (errno text in the message) */
+    ER_ECORRUPT = -3,        /* the file is not a valid GGUF v3 / is internally inconsistent */
+    ER_EUNSUPPORTED = -4,    /* valid file, but an architecture/type/feature we do not run */
+    ER_ENOMEM_ARENA = -5,    /* caller-provided arena too small; message states the shortfall */
+    ER_ENOMEM = -6,          /* the one arena allocation at open failed */
+    ER_ECONTEXT = -7,        /* the request would exceed the session's context (n_ctx) */
+    ER_EBUSY = -8,           /* all session slots planned at open are in use */
+    ER_ERANGE = -9,          /* an output buffer is too small; *n_out says how much is needed */
+    ER_ESTATE = -10          /* call not valid in the current state (e.g. sample before decode) */
+} er_status;
+
+typedef struct er_model er_model;       /* immutable after open; shareable across threads */
+typedef struct er_session er_session;   /* one generation stream: KV cache, history, RNG */
+typedef struct er_vocab er_vocab;       /* tokenizer view; owned by its er_model */
+
+/* KV cache element type. */
+enum { ER_KV_F32 = 0, ER_KV_F16 = 1 };
+
+/* Options for er_plan and er_model_open. Start from er_options_default(). */
+typedef struct er_options {
+    int32_t n_ctx;        /* context length per session; 0 = min(model's context_length, 2048) */
+    int32_t n_batch;      /* most tokens one forward step processes (prefill chunk); 0 = 64 */
+    int32_t n_threads;    /* worker threads created at open; 0 = 1 */
+    int32_t n_sessions;   /* session slots (each with its own KV cache); 0 = 1 */
+    int32_t kv_type;      /* ER_KV_F32 or ER_KV_F16 */
+    int32_t vocab_only;   /* 1: open only the tokenizer (vocabulary-only GGUF files) */
+    size_t arena_bytes;   /* with arena != NULL: size of the caller's buffer */
+    void *arena;          /* NULL: er_model_open allocates; else caller-owned, 64-byte aligned,
+                             must outlive the model */
+    const char *isa;      /* NULL/"" = best for this CPU (or $EDGERUN_ISA); "generic", ... */
+} er_options;
+
+/* One named region of the arena. */
+typedef struct er_section {
+    const char *name;     /* static string: "model", "kv_cache", "activations", ... */
+    size_t bytes;         /* bytes the plan reserves for the section */
+    size_t used;          /* high-water mark actually used (0 in a plan) */
+    int32_t persistent;   /* 1: lives for the model's lifetime; 0: scratch reused per step */
+} er_section;
+
+#define ER_MAX_SECTIONS 12
+
+/* The arena plan: bytes per section and the total, including alignment. */
+typedef struct er_plan_report {
+    int32_t n_sections;
+    er_section sections[12];
+    size_t total_bytes;   /* the exact arena size er_model_open needs */
+    int32_t n_ctx, n_batch, n_threads, n_sessions, kv_type;
+} er_plan_report;
+
+/* Hyper-parameters as read from the file. */
+typedef struct er_hparams {
+    char arch[32];            /* "llama", "qwen2" */
+    char name[64];            /* general.name or "" */
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx_train, head_dim;
+    float rope_freq_base;
+    float rms_eps;
+    int32_t tied_output;      /* 1: output projection reuses token_embd */
+    int32_t has_qkv_bias;     /* 1: qwen2-style attention biases */
+    uint64_t n_params;        /* elements over all tensors */
+    uint64_t weight_bytes;    /* bytes of all tensor data in the file */
+} er_hparams;
+
+/* One tensor of the file. Pointers are into the model's mapping. */
+typedef struct er_tensor_info {
+    const char *name;         /* NUL-terminated copy kept in the arena */
+    const char *type_name;    /* "F32", "F16", "BF16", "Q8_0", "Q4_0", ... */
+    int32_t type;             /* GGML type id */
+    int32_t n_dims;
+    int64_t ne[4];            /* ne[0] is the contiguous (row) dimension */
+    uint64_t offset;          /* byte offset in the file */
+    uint64_t nbytes;
+} er_tensor_info;
+
+/* Sampling parameters. temperature <= 0 means greedy (argmax). */
+typedef struct er_sampling {
+    float temperature;        /* 0 = greedy */
+    int32_t top_k;            /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repeat_penalty;     /* 1 = off; applied to the last repeat_last_n tokens of history */
+    int32_t repeat_last_n;    /* 0 = whole history */
+} er_sampling;
+
+/* Run-time statistics of a session (timings measured by the runtime). */
+typedef struct er_stats {
+    double prefill_ms;        /* total time in er_decode for calls with more than one token */
+    double decode_ms;         /* total time in single-token er_decode calls */
+    double sample_ms;
+    int64_t n_prefill_tokens;
+    int64_t n_decode_tokens;
+    double last_prefill_ms;   /* the most recent multi-token call (TTFT of its request) */
+} er_stats;
+
+/* Streaming detokenizer state: caller-owned, zero-initialise (or er_detok_reset). */
+typedef struct er_detok_state {
+    uint8_t pending[8];       /* bytes of an incomplete UTF-8 sequence held back */
+    int32_t n_pending;
+    int32_t n_emitted;        /* tokens seen so far (drives SentencePiece's leading-space rule) */
+} er_detok_state;
+
+/* Tokenizer flags for er_tokenize. */
+enum { ER_TOK_ADD_SPECIAL = 1, ER_TOK_PARSE_SPECIAL = 2 };
+
+/* Tokenizer families. */
+enum { ER_VOCAB_NONE = 0, ER_VOCAB_SPM = 1, ER_VOCAB_BPE = 2 };
+
+/* Message of the calling thread's last failure ("" if none). Never NULL.
+ * The string is thread-local and valid until that thread's next failing call. */
+ER_API const char *er_last_error(void);
+
+/* Human-readable name of a status code ("ER_ECORRUPT", ...). Never NULL. */
+ER_API const char *er_status_name(int status);
+
+/* Library version "MAJOR.MINOR.PATCH". */
+ER_API const char *er_version(void);
+
+/* Fills *opts with the defaults described in er_options. Returns ER_EINVAL on NULL. */
+ER_API int er_options_default(er_options *opts);
+
+/* Computes the arena needed to open `path` with `opts` (NULL = defaults) without
+ * allocating heap memory: the file is mapped, validated, measured and unmapped.
+ * Errors: ER_EINVAL, ER_EIO, ER_ECORRUPT, ER_EUNSUPPORTED. */
+ER_API int er_plan(const char *path, const er_options *opts, er_plan_report *out);
+
+/* Opens a model: maps the file, validates every header field and tensor, plans
+ * and allocates the arena (or uses opts->arena), binds tensors, builds tokenizer
+ * tables and starts the worker threads. On success *out owns the mapping, the
+ * arena (if it allocated it) and the threads; release with er_model_close.
+ * Errors: ER_EINVAL, ER_EIO, ER_ECORRUPT, ER_EUNSUPPORTED, ER_ENOMEM,
+ * ER_ENOMEM_ARENA (caller arena too small: the message gives needed, given and
+ * the shortfall in bytes). On failure *out is NULL and nothing is leaked. */
+ER_API int er_model_open(const char *path, const er_options *opts, er_model **out);
+
+/* Releases the model. All its sessions must have been freed. NULL is a no-op. */
+ER_API void er_model_close(er_model *model);
+
+/* Copies the hyper-parameters. Errors: ER_EINVAL. */
+ER_API int er_model_hparams(const er_model *model, er_hparams *out);
+
+/* The plan the model was opened with, with per-section high-water marks in `used`. */
+ER_API int er_model_arena(const er_model *model, er_plan_report *out);
+
+/* Number of tensors in the file, and the description of tensor i (0-based).
+ * Errors: ER_EINVAL (NULL or i out of range). */
+ER_API int er_model_n_tensors(const er_model *model);
+ER_API int er_model_tensor(const er_model *model, int32_t i, er_tensor_info *out);
+
+/* Name of the kernel table in use ("generic", "avx2", "neon", ...) and why it was
+ * chosen (static strings). */
+ER_API const char *er_model_isa(const er_model *model);
+ER_API const char *er_model_isa_reason(const er_model *model);
+
+/* Takes a free session slot (KV cache, history, RNG live in the arena).
+ * Errors: ER_EINVAL, ER_EBUSY (all n_sessions slots in use). */
+ER_API int er_session_new(er_model *model, er_session **out);
+
+/* Returns the slot to the model. NULL is a no-op. */
+ER_API void er_session_free(er_session *session);
+
+/* Forgets all tokens (position 0, empty history); keeps RNG state and stats. */
+ER_API int er_session_reset(er_session *session);
+
+/* Seeds the sampler's RNG (xorshift-based; the same seed gives the same tokens). */
+ER_API int er_session_seed(er_session *session, uint64_t seed);
+
+/* Tokens in the KV cache, and the context size. */
+ER_API int er_session_pos(const er_session *session);
+ER_API int er_session_n_ctx(const er_session *session);
+
+/* Copies the timing statistics. */
+ER_API int er_session_stats(const er_session *session, er_stats *out);
+
+/* Appends n tokens (n >= 1) to the session, running the forward pass in chunks of
+ * n_batch. On success *last_logits (if not NULL) points at n_vocab floats: the
+ * logits after the last token, inside the arena, valid until the next call on
+ * this session. Errors: ER_EINVAL (NULL, n == 0, id out of range), ER_ECONTEXT
+ * (pos + n > n_ctx; nothing is appended). */
+ER_API int er_decode(er_session *session, const int32_t *ids, size_t n, float **last_logits);
+
+/* Like er_decode, but writes the logits after EVERY token into the caller's
+ * buffer `out` (n * n_vocab floats, row-major). Errors as er_decode, plus
+ * ER_ERANGE when out_cap < n * n_vocab. */
+ER_API int er_decode_all(er_session *session, const int32_t *ids, size_t n, float *out, size_t out_cap);
+
+/* Picks the next token from the last logits with `params` (NULL = greedy),
+ * using the session's RNG and token history (for the repetition penalty).
+ * Does not append the token. Errors: ER_EINVAL, ER_ESTATE (no logits yet). */
+ER_API int er_sample(er_session *session, const er_sampling *params, int32_t *id_out);
+
+/* Default sampling parameters (greedy, everything off). */
+ER_API int er_sampling_default(er_sampling *params);
+
+/* ---- tokenizer ---------------------------------------------------------- */
+
+/* The model's tokenizer, or NULL if the file has none. Owned by the model. */
+ER_API const er_vocab *er_model_vocab(const er_model *model);
+
+/* Vocabulary facts. */
+ER_API int er_vocab_kind(const er_vocab *vocab);            /* ER_VOCAB_SPM / ER_VOCAB_BPE */
+ER_API int er_vocab_n_tokens(const er_vocab *vocab);
+ER_API int er_vocab_bos(const er_vocab *vocab);             /* -1 if none */
+ER_API int er_vocab_eos(const er_vocab *vocab);             /* -1 if none */
+ER_API int er_vocab_is_eog(const er_vocab *vocab, int32_t id); /* 1 for EOS/EOT-like ids */
+ER_API const char *er_vocab_pre(const er_vocab *vocab);     /* pre-tokenizer name, static */
+
+/* Bytes of scratch er_tokenize needs for `text_len` bytes of input. The bound is
+ * linear in text_len; passing less makes er_tokenize fail with ER_ERANGE. */
+ER_API size_t er_tokenize_scratch_bytes(const er_vocab *vocab, size_t text_len);
+
+/* Encodes UTF-8 text to ids. flags: ER_TOK_ADD_SPECIAL (BOS/EOS per the file's
+ * add_bos_token/add_eos_token), ER_TOK_PARSE_SPECIAL (match special tokens in
+ * the text). Uses only `scratch` (caller-owned) besides the read-only vocab.
+ * On success *n_out = number of ids written. Errors: ER_EINVAL, ER_ERANGE (cap
+ * or scratch too small: *n_out then holds the ids needed, when known). */
+ER_API int er_tokenize(const er_vocab *vocab, const char *text, size_t len, int flags,
+                       int32_t *ids, size_t cap, size_t *n_out,
+                       void *scratch, size_t scratch_bytes);
+
+/* The raw text of token `id` as stored in the file (NUL-terminated, in the arena). */
+ER_API const char *er_vocab_token_text(const er_vocab *vocab, int32_t id);
+
+/* Streaming decode: appends the bytes token `id` contributes to `out` (at most
+ * cap bytes), holding back an incomplete UTF-8 sequence in *state until it
+ * completes. *n_out = bytes written. Errors: ER_EINVAL, ER_ERANGE. */
+ER_API int er_detok_step(const er_vocab *vocab, er_detok_state *state, int32_t id,
+                         char *out, size_t cap, size_t *n_out);
+
+/* Flushes held-back bytes (invalid sequences become U+FFFD) at end of stream. */
+ER_API int er_detok_flush(const er_vocab *vocab, er_detok_state *state,
+                          char *out, size_t cap, size_t *n_out);
+
+/* Decodes a whole id sequence to text as Hugging Face's decode does
+ * (skip_special: 1 drops control tokens). *n_out = bytes (not counting the
+ * terminating NUL, which is written when room allows).
+ * Errors: ER_EINVAL, ER_ERANGE (*n_out = bytes needed). */
+ER_API int er_detokenize(const er_vocab *vocab, const int32_t *ids, size_t n, int skip_special,
+                         char *out, size_t cap, size_t *n_out);
+
+/* ER_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDGERUN_H */
