@@ -5,6 +5,7 @@
 #ifndef ER_VOCAB_H
 #define ER_VOCAB_H
 
+#include "edgerun.h"
 #include "../arena.h"
 #include "../gguf.h"
 

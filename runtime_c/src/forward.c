@@ -1,0 +1,188 @@
+/*
+ * forward.c — the transformer step for llama and qwen2, prefill and decode.
+ *
+ * One function, er_forward, reads top to bottom like the model: embed, then per
+ * layer attention and feed-forward with pre-RMSNorm and residuals, then the
+ * final norm and the vocabulary projection. m tokens are processed together
+ * (m = 1 is decode, m > 1 a prefill chunk): every weight matrix is streamed
+ * once per chunk, not once per token. All buffers come from the arena.
+ */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "model.h"
+
+double er_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- parallel matrix products -------------------------------------------- */
+
+/* Up to three products that run in one pool dispatch (Q/K/V, gate/up). */
+typedef struct mm_item {
+    const er_weight *w;
+    const void *x;          /* prepared activations for w's act kind */
+    size_t x_stride;
+    float *y;
+    size_t y_stride;
+} mm_item;
+
+typedef struct mm_task {
+    const er_kernels *k;
+    mm_item it[3];
+    int n_items, m;
+} mm_task;
+
+static void mm_worker(void *ctx, int ith, int nth) {
+    const mm_task *t = ctx;
+    for (int i = 0; i < t->n_items; i++) {
+        const mm_item *it = &t->it[i];
+        er_matmul_args a = {
+            .w = it->w->data, .w_row_bytes = it->w->row_bytes, .x = it->x, .x_stride = it->x_stride,
+            .y = it->y, .y_stride = it->y_stride, .n = it->w->n_in, .m = t->m,
+        };
+        er_split(it->w->n_out, ith, nth, &a.r0, &a.r1);
+        if (a.r1 > a.r0) t->k->matmul[it->w->wtype](&a);
+    }
+}
+
+/*
+ * Returns activations x (m rows of n floats) in the format weight w needs:
+ * the floats themselves, or Q8_0 rows quantized into the xq scratch. `cached`
+ * remembers whether xq already holds this x, so Q, K and V (or gate and up)
+ * quantize once.
+ */
+static const void *prepare(er_model *md, const er_weight *w, const float *x, int m, int n, size_t *stride,
+                           int *cached) {
+    if (md->k->act_kind[w->wtype] == ER_ACT_F32) {
+        *stride = (size_t)n * sizeof(float);
+        return x;
+    }
+    *stride = er_act_row_bytes(ER_ACT_Q8_0, n);
+    if (!*cached) {
+        for (int b = 0; b < m; b++)
+            md->k->quantize_row_q8_0(x + (size_t)b * n, (uint8_t *)md->act.xq + (size_t)b * *stride, n);
+        *cached = 1;
+    }
+    return md->act.xq;
+}
+
+/* y[m][w->n_out] = x[m][w->n_in] . W^T for up to three weights sharing x. */
+static void matmul_shared(er_model *md, const float *x, int m, const er_weight *const *w, float *const *y, int n) {
+    mm_task t = {.k = md->k, .n_items = n, .m = m};
+    int cached = 0;
+    for (int i = 0; i < n; i++) {
+        t.it[i].w = w[i];
+        t.it[i].x = prepare(md, w[i], x, m, w[i]->n_in, &t.it[i].x_stride, &cached);
+        t.it[i].y = y[i];
+        t.it[i].y_stride = (size_t)w[i]->n_out;
+    }
+    er_pool_run(&md->pool, mm_worker, &t);
+}
+
+static void matmul1(er_model *md, const float *x, int m, const er_weight *w, float *y) {
+    matmul_shared(md, x, m, (const er_weight *const[]){w}, (float *const[]){y}, 1);
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+typedef struct att_task {
+    er_model *md;
+    er_session *s;
+    int layer, m, pos0;
+} att_task;
+
+static void att_worker(void *ctx, int ith, int nth) {
+    const att_task *t = ctx;
+    er_model *md = t->md;
+    const er_dims *d = &md->d;
+    int hd = d->head_dim, group = d->n_head / d->n_head_kv;
+    size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
+    size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row;
+    float *scores = md->act.scores + (size_t)ith * d->n_ctx;
+    float scale = 1.0f / sqrtf((float)hd);
+    int lo, hi;
+    er_split(t->m * d->n_head, ith, nth, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        int b = i / d->n_head, h = i % d->n_head, kvh = h / group;
+        size_t head_off = (layer_off + (size_t)kvh * hd) * elem;
+        const float *q = md->act.q + (size_t)b * d->n_head * hd + (size_t)h * hd;
+        float *out = md->act.att + (size_t)b * d->n_head * hd + (size_t)h * hd;
+        /* causal: token b sees every cached position up to and including its own */
+        md->k->attention(out, q, (const uint8_t *)t->s->k_cache + head_off, (const uint8_t *)t->s->v_cache + head_off,
+                         d->kv_type, d->kv_row, t->pos0 + b + 1, hd, scale, scores);
+    }
+}
+
+static void store_kv(er_model *md, er_session *s, int layer, int m) {
+    const er_dims *d = &md->d;
+    for (int b = 0; b < m; b++) {
+        size_t row = ((size_t)layer * d->n_ctx + (size_t)(s->pos + b)) * d->kv_row;
+        const float *k = md->act.k + (size_t)b * d->kv_row, *v = md->act.v + (size_t)b * d->kv_row;
+        if (d->kv_type == ER_KV_F16) {
+            md->k->f32_to_f16(k, (er_f16 *)s->k_cache + row, (int)d->kv_row);
+            md->k->f32_to_f16(v, (er_f16 *)s->v_cache + row, (int)d->kv_row);
+        } else {
+            memcpy((float *)s->k_cache + row, k, d->kv_row * sizeof(float));
+            memcpy((float *)s->v_cache + row, v, d->kv_row * sizeof(float));
+        }
+    }
+}
+
+/* ---- the step ------------------------------------------------------------- */
+
+void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
+    er_model *md = s->model;
+    const er_kernels *k = md->k;
+    const er_dims *d = &md->d;
+    const int E = d->n_embd, qd = d->n_head * d->head_dim, kvd = (int)d->kv_row, F = d->n_ff;
+    float *x = md->act.x, *xb = md->act.xb, *xb2 = md->act.xb2;
+
+    for (int b = 0; b < m; b++)
+        k->dequant_row[md->tok_embd.wtype]((const uint8_t *)md->tok_embd.data + (size_t)ids[b] * md->tok_embd.row_bytes,
+                                           x + (size_t)b * E, E);
+
+    for (int l = 0; l < d->n_layer; l++) {
+        const er_layer *L = &md->layers[l];
+
+        /* attention block */
+        for (int b = 0; b < m; b++) k->rmsnorm(xb + (size_t)b * E, x + (size_t)b * E, L->attn_norm, E, md->hp.rms_eps);
+        matmul_shared(md, xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},
+                      (float *const[]){md->act.q, md->act.k, md->act.v}, 3);
+        for (int b = 0; b < m; b++) {
+            float *q = md->act.q + (size_t)b * qd, *kk = md->act.k + (size_t)b * kvd;
+            if (L->bq) {
+                k->add(q, L->bq, qd);
+                k->add(kk, L->bk, kvd);
+                k->add(md->act.v + (size_t)b * kvd, L->bv, kvd);
+            }
+            k->rope(q, d->n_head, d->head_dim, s->pos + b, md->hp.rope_freq_base, md->rope_neox);
+            k->rope(kk, d->n_head_kv, d->head_dim, s->pos + b, md->hp.rope_freq_base, md->rope_neox);
+        }
+        store_kv(md, s, l, m);
+        att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos};
+        er_pool_run(&md->pool, att_worker, &at);
+        matmul1(md, md->act.att, m, &L->wo, xb2);
+        for (int b = 0; b < m; b++) k->add(x + (size_t)b * E, xb2 + (size_t)b * E, E);
+
+        /* feed-forward block (SwiGLU) */
+        for (int b = 0; b < m; b++) k->rmsnorm(xb + (size_t)b * E, x + (size_t)b * E, L->ffn_norm, E, md->hp.rms_eps);
+        matmul_shared(md, xb, m, (const er_weight *const[]){&L->w_gate, &L->w_up},
+                      (float *const[]){md->act.hb, md->act.hb2}, 2);
+        for (int b = 0; b < m; b++) k->silu_mul(md->act.hb + (size_t)b * F, md->act.hb2 + (size_t)b * F, F);
+        matmul1(md, md->act.hb, m, &L->w_down, xb2);
+        for (int b = 0; b < m; b++) k->add(x + (size_t)b * E, xb2 + (size_t)b * E, E);
+    }
+
+    /* Only the rows whose logits someone will read go through the (large)
+     * vocabulary projection: all of them for er_decode_all, else the last. */
+    int first = logits_all ? 0 : m - 1, rows = m - first;
+    for (int b = first; b < m; b++)
+        k->rmsnorm(xb + (size_t)(b - first) * E, x + (size_t)b * E, md->output_norm, E, md->hp.rms_eps);
+    float *out = logits_all ? logits_all : s->logits;
+    matmul1(md, xb, rows, &md->output, out);
+    if (logits_all) memcpy(s->logits, logits_all + (size_t)(m - 1) * d->n_vocab, (size_t)d->n_vocab * sizeof(float));
+}

@@ -1,0 +1,309 @@
+/*
+ * model.c — open: map, validate, plan, carve the arena, bind tensors, build
+ * the tokenizer, start threads. After er_model_open returns, the heap is
+ * never touched again by this model.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "model.h"
+#include "tokenizer/vocab.h"
+
+/* ---- tensor binding ------------------------------------------------------ */
+
+static int find_tensor(const er_model *m, const char *name, bool required, gguf_tensor *t) {
+    if (gguf_find_tensor(&m->file, name, t)) return 1;
+    if (required) return er_fail(ER_ECORRUPT, "required tensor '%s' is missing", name);
+    return 0;
+}
+
+/* Binds a weight matrix with GGUF shape [n_in, n_out]. */
+static int bind_matrix(er_model *m, const char *name, int n_in, int n_out, er_weight *w) {
+    gguf_tensor t;
+    int rc = find_tensor(m, name, true, &t);
+    if (rc < 0) return rc;
+    if (t.n_dims != 2 || t.ne[0] != (uint64_t)n_in || t.ne[1] != (uint64_t)n_out)
+        return er_fail(ER_ECORRUPT, "tensor '%s' has shape [%llu, %llu] (%u dims), want [%d, %d]", name,
+                       (unsigned long long)t.ne[0], (unsigned long long)t.ne[1], t.n_dims, n_in, n_out);
+    int wt = er_wtype_from_ggml(t.type);
+    if (wt < 0)
+        return er_fail(ER_EUNSUPPORTED, "tensor '%s' has type %s, which this runtime cannot compute with yet "
+                       "(supported: F32, F16, BF16, Q8_0, Q4_0)", name, ggml_type_name(t.type));
+    w->data = t.data;
+    w->wtype = wt;
+    w->row_bytes = ggml_row_bytes(t.type, t.ne[0]);
+    w->n_in = n_in;
+    w->n_out = n_out;
+    return ER_OK;
+}
+
+/* Binds a 1-D float vector of n elements; F16/BF16 files are widened into the arena. */
+static int bind_vector(er_model *m, const char *name, int n, bool required, const float **out) {
+    gguf_tensor t;
+    int rc = find_tensor(m, name, required, &t);
+    if (rc <= 0) {
+        *out = NULL;
+        return rc;
+    }
+    if (t.n_dims != 1 || t.ne[0] != (uint64_t)n)
+        return er_fail(ER_ECORRUPT, "tensor '%s' has %u dims and %llu elements, want a vector of %d", name, t.n_dims,
+                       (unsigned long long)t.ne[0], n);
+    if (t.type == GGML_F32) {
+        if ((uintptr_t)t.data % sizeof(float))
+            return er_fail(ER_ECORRUPT, "tensor '%s' data is not 4-byte aligned", name);
+        *out = (const float *)t.data;
+        return ER_OK;
+    }
+    int wt = er_wtype_from_ggml(t.type);
+    if (wt != ER_W_F16 && wt != ER_W_BF16)
+        return er_fail(ER_EUNSUPPORTED, "vector '%s' has type %s (want F32, F16 or BF16)", name,
+                       ggml_type_name(t.type));
+    float *dst = er_arena_alloc(&m->sec[ER_SEC_MODEL], (size_t)n * sizeof(float));
+    if (!dst) return er_fail(ER_ECORRUPT, "internal: model section exhausted widening '%s'", name);
+    m->k->dequant_row[wt](t.data, dst, n);
+    *out = dst;
+    return ER_OK;
+}
+
+static int bind_tensors(er_model *m) {
+    const er_dims *d = &m->d;
+    int qd = d->n_head * d->head_dim, kvd = (int)d->kv_row, rc;
+    if ((rc = bind_matrix(m, "token_embd.weight", d->n_embd, d->n_vocab, &m->tok_embd))) return rc;
+    if ((rc = bind_vector(m, "output_norm.weight", d->n_embd, true, &m->output_norm))) return rc;
+    if (m->hp.tied_output)
+        m->output = m->tok_embd;
+    else if ((rc = bind_matrix(m, "output.weight", d->n_embd, d->n_vocab, &m->output)))
+        return rc;
+
+    m->layers = er_arena_alloc(&m->sec[ER_SEC_MODEL], sizeof(er_layer) * (size_t)d->n_layer);
+    if (!m->layers) return er_fail(ER_ECORRUPT, "internal: model section exhausted (layers)");
+    for (int l = 0; l < d->n_layer; l++) {
+        er_layer *L = &m->layers[l];
+        char nm[96];
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, l), nm)
+        if ((rc = bind_vector(m, NAME("attn_norm.weight"), d->n_embd, true, &L->attn_norm)) ||
+            (rc = bind_vector(m, NAME("ffn_norm.weight"), d->n_embd, true, &L->ffn_norm)) ||
+            (rc = bind_matrix(m, NAME("attn_q.weight"), d->n_embd, qd, &L->wq)) ||
+            (rc = bind_matrix(m, NAME("attn_k.weight"), d->n_embd, kvd, &L->wk)) ||
+            (rc = bind_matrix(m, NAME("attn_v.weight"), d->n_embd, kvd, &L->wv)) ||
+            (rc = bind_matrix(m, NAME("attn_output.weight"), qd, d->n_embd, &L->wo)) ||
+            (rc = bind_matrix(m, NAME("ffn_gate.weight"), d->n_embd, d->n_ff, &L->w_gate)) ||
+            (rc = bind_matrix(m, NAME("ffn_up.weight"), d->n_embd, d->n_ff, &L->w_up)) ||
+            (rc = bind_matrix(m, NAME("ffn_down.weight"), d->n_ff, d->n_embd, &L->w_down)))
+            return rc;
+        /* qwen2 requires the biases; llama files may carry them too (some converters do). */
+        bool need_bias = m->hp.has_qkv_bias;
+        if ((rc = bind_vector(m, NAME("attn_q.bias"), qd, need_bias, &L->bq)) < 0 ||
+            (rc = bind_vector(m, NAME("attn_k.bias"), kvd, need_bias, &L->bk)) < 0 ||
+            (rc = bind_vector(m, NAME("attn_v.bias"), kvd, need_bias, &L->bv)) < 0)
+            return rc;
+#undef NAME
+    }
+    return ER_OK;
+}
+
+static int copy_names(er_model *m) {
+    er_arena *a = &m->sec[ER_SEC_MODEL];
+    m->tensor_names = er_arena_alloc(a, sizeof(char *) * (size_t)m->file.n_tensors);
+    if (m->file.n_tensors && !m->tensor_names) return er_fail(ER_ECORRUPT, "internal: model section exhausted");
+    for (uint64_t i = 0; i < m->file.n_tensors; i++) {
+        gguf_tensor t;
+        gguf_tensor_at(&m->file, i, &t);
+        char *s = er_arena_alloc(a, t.name.len + 1);
+        if (!s) return er_fail(ER_ECORRUPT, "internal: model section exhausted (names)");
+        memcpy(s, t.name.ptr, t.name.len);
+        s[t.name.len] = '\0';
+        m->tensor_names[i] = s;
+    }
+    return ER_OK;
+}
+
+/* ---- activations and sessions -------------------------------------------- */
+
+static void *take(er_model *m, int sec, size_t n, size_t elem) {
+    return er_arena_alloc(&m->sec[sec], n * elem);
+}
+
+static int carve_runtime(er_model *m) {
+    const er_dims *d = &m->d;
+    size_t B = (size_t)d->n_batch, E = (size_t)d->n_embd, qd = (size_t)d->n_head * d->head_dim;
+    m->act.x = take(m, ER_SEC_ACT, B * E, 4);
+    m->act.xb = take(m, ER_SEC_ACT, B * E, 4);
+    m->act.xb2 = take(m, ER_SEC_ACT, B * E, 4);
+    m->act.q = take(m, ER_SEC_ACT, B * qd, 4);
+    m->act.k = take(m, ER_SEC_ACT, B * d->kv_row, 4);
+    m->act.v = take(m, ER_SEC_ACT, B * d->kv_row, 4);
+    m->act.att = take(m, ER_SEC_ACT, B * qd, 4);
+    m->act.hb = take(m, ER_SEC_ACT, B * (size_t)d->n_ff, 4);
+    m->act.hb2 = take(m, ER_SEC_ACT, B * (size_t)d->n_ff, 4);
+    m->act.xq = take(m, ER_SEC_ACT, B, d->act_row_max);
+    m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * d->n_ctx, 4);
+    if (!m->act.scores) return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
+
+    m->slot_used = take(m, ER_SEC_MODEL, (size_t)d->n_sessions, sizeof(atomic_int));
+    m->sessions = take(m, ER_SEC_SESSIONS, (size_t)d->n_sessions, sizeof(er_session));
+    if (!m->slot_used || !m->sessions) return er_fail(ER_ECORRUPT, "internal: session section smaller than planned");
+    size_t kv_elem = d->kv_type == ER_KV_F16 ? 2 : 4;
+    size_t cache = (size_t)d->n_layer * d->n_ctx * d->kv_row;
+    for (int i = 0; i < d->n_sessions; i++) {
+        er_session *s = &m->sessions[i];
+        memset(s, 0, sizeof *s);
+        atomic_init(&m->slot_used[i], 0);
+        s->model = m;
+        s->slot = i;
+        s->k_cache = take(m, ER_SEC_KV, cache, kv_elem);
+        s->v_cache = take(m, ER_SEC_KV, cache, kv_elem);
+        s->history = take(m, ER_SEC_SESSIONS, (size_t)d->n_ctx, 4);
+        s->logits = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
+        s->cand_p = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
+        s->cand_id = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
+        if (!s->v_cache || !s->cand_id) return er_fail(ER_ECORRUPT, "internal: session section smaller than planned");
+    }
+    return ER_OK;
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+/* Undoes a failed open. The pool is started last, so it never needs stopping here. */
+static void release(er_model *m, void *arena, int owned) {
+    gguf_file f = m->file;
+    pthread_mutex_destroy(&m->step_lock);
+    gguf_close(&f);
+    if (owned) free(arena);
+}
+
+int er_model_open(const char *path, const er_options *opts, er_model **out) {
+    if (!out) return er_fail(ER_EINVAL, "er_model_open: out is NULL");
+    *out = NULL;
+    if (!path) return er_fail(ER_EINVAL, "er_model_open: path is NULL");
+    er_options o;
+    er_options_resolve(opts, &o);
+    if (o.arena && ((uintptr_t)o.arena % ER_ARENA_ALIGN))
+        return er_fail(ER_EINVAL, "caller arena must be %d-byte aligned", ER_ARENA_ALIGN);
+
+    const char *reason = NULL;
+    const er_kernels *k = er_kernels_select(o.isa, &reason);
+    if (!k) return ER_EUNSUPPORTED; /* message set by the selector */
+
+    gguf_file f;
+    int rc = gguf_open(path, &f);
+    if (rc) return rc;
+    er_hparams hp;
+    er_dims d;
+    er_plan_report plan;
+    int neox;
+    if ((rc = er_plan_file(&f, &o, &hp, &d, &plan, &neox))) {
+        gguf_close(&f);
+        return rc;
+    }
+
+    void *arena = o.arena;
+    int owned = 0;
+    if (arena) {
+        if (o.arena_bytes < plan.total_bytes) {
+            gguf_close(&f);
+            return er_fail(ER_ENOMEM_ARENA, "arena too small: needs %zu bytes, given %zu (short by %zu bytes)",
+                           plan.total_bytes, o.arena_bytes, plan.total_bytes - o.arena_bytes);
+        }
+    } else {
+        /* The one heap allocation of the model's lifetime. */
+        if (posix_memalign(&arena, ER_ARENA_ALIGN, plan.total_bytes ? plan.total_bytes : ER_ARENA_ALIGN)) {
+            gguf_close(&f);
+            return er_fail(ER_ENOMEM, "cannot allocate the %zu-byte arena", plan.total_bytes);
+        }
+        owned = 1;
+    }
+
+    er_arena sec[ER_SEC_COUNT];
+    uint8_t *p = arena;
+    for (int i = 0; i < ER_SEC_COUNT; i++) {
+        er_arena_init(&sec[i], p, plan.sections[i].bytes);
+        p += plan.sections[i].bytes;
+    }
+    er_model *m = er_arena_alloc(&sec[ER_SEC_MODEL], sizeof *m);
+    memset(m, 0, sizeof *m);
+    memcpy(m->sec, sec, sizeof sec);
+    m->file = f;
+    m->hp = hp;
+    m->d = d;
+    m->plan = plan;
+    m->vocab_only = o.vocab_only;
+    m->rope_neox = neox;
+    m->arena_base = arena;
+    m->arena_size = owned ? plan.total_bytes : o.arena_bytes;
+    m->arena_owned = owned;
+    m->k = k;
+    m->isa_reason = reason;
+    pthread_mutex_init(&m->step_lock, NULL);
+
+    if ((rc = copy_names(m))) goto fail;
+    if (plan.sections[ER_SEC_TOKENIZER].bytes > 0 && (rc = er_vocab_build(&m->file, &m->sec[ER_SEC_TOKENIZER], &m->vocab)))
+        goto fail;
+    if (o.vocab_only) {
+        if (!m->vocab) {
+            rc = er_fail(ER_ECORRUPT, "file has no tokenizer (tokenizer.ggml.model is missing)");
+            goto fail;
+        }
+    } else {
+        if ((rc = bind_tensors(m)) || (rc = carve_runtime(m))) goto fail;
+        if ((rc = er_pool_start(&m->pool, d.n_threads, &m->sec[ER_SEC_THREADS]))) goto fail;
+    }
+    *out = m;
+    return ER_OK;
+fail:
+    release(m, arena, owned);
+    return rc;
+}
+
+void er_model_close(er_model *m) {
+    if (!m) return;
+    gguf_file f = m->file;
+    void *arena = m->arena_base;
+    int owned = m->arena_owned;
+    if (!m->vocab_only) er_pool_stop(&m->pool);
+    pthread_mutex_destroy(&m->step_lock);
+    gguf_close(&f);
+    if (owned) free(arena);
+}
+
+/* ---- queries -------------------------------------------------------------- */
+
+int er_model_hparams(const er_model *m, er_hparams *out) {
+    if (!m || !out) return er_fail(ER_EINVAL, "er_model_hparams: NULL argument");
+    *out = m->hp;
+    return ER_OK;
+}
+
+int er_model_arena(const er_model *m, er_plan_report *out) {
+    if (!m || !out) return er_fail(ER_EINVAL, "er_model_arena: NULL argument");
+    *out = m->plan;
+    for (int i = 0; i < ER_SEC_COUNT; i++) out->sections[i].used = m->sec[i].high;
+    return ER_OK;
+}
+
+int er_model_n_tensors(const er_model *m) {
+    if (!m) return er_fail(ER_EINVAL, "er_model_n_tensors: model is NULL");
+    return (int)m->file.n_tensors;
+}
+
+int er_model_tensor(const er_model *m, int32_t i, er_tensor_info *out) {
+    if (!m || !out) return er_fail(ER_EINVAL, "er_model_tensor: NULL argument");
+    if (i < 0 || (uint64_t)i >= m->file.n_tensors)
+        return er_fail(ER_EINVAL, "tensor index %d out of range [0, %llu)", i, (unsigned long long)m->file.n_tensors);
+    gguf_tensor t;
+    gguf_tensor_at(&m->file, (uint64_t)i, &t);
+    out->name = m->tensor_names[i];
+    out->type_name = ggml_type_name(t.type);
+    out->type = (int32_t)t.type;
+    out->n_dims = (int32_t)t.n_dims;
+    for (int j = 0; j < 4; j++) out->ne[j] = (int64_t)t.ne[j];
+    out->offset = m->file.data_off + t.offset;
+    out->nbytes = t.nbytes;
+    return ER_OK;
+}
+
+const char *er_model_isa(const er_model *m) { return m ? m->k->name : ""; }
+const char *er_model_isa_reason(const er_model *m) { return m && m->isa_reason ? m->isa_reason : ""; }
+const er_vocab *er_model_vocab(const er_model *m) { return m ? m->vocab : NULL; }

@@ -1,0 +1,122 @@
+/*
+ * model.h — the model and session structures shared by plan.c, model.c,
+ * forward.c, session.c and sampler.c (internal).
+ *
+ * Everything here lives in the arena except the mapping itself: er_model is
+ * the first allocation of the arena's "model" section, so closing a model is
+ * unmap + (maybe) one free.
+ */
+#ifndef ER_MODEL_H
+#define ER_MODEL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "edgerun.h"
+#include "arena.h"
+#include "gguf.h"
+#include "kernels/kernels.h"
+#include "threadpool.h"
+
+/* Arena sections, in layout order. Names are what er_plan reports. */
+enum er_sec {
+    ER_SEC_MODEL = 0,    /* er_model, layer bindings, tensor names, converted norm vectors */
+    ER_SEC_TOKENIZER,    /* vocab look-up tables */
+    ER_SEC_KV,           /* K and V caches of every session slot */
+    ER_SEC_SESSIONS,     /* session structs, token history, logits, sampler candidates */
+    ER_SEC_ACT,          /* activations of one forward step (shared; steps are serialised) */
+    ER_SEC_THREADS,      /* thread pool state, per-thread attention scores */
+    ER_SEC_COUNT
+};
+
+/* A weight matrix: n_out rows of n_in elements (GGUF ne[0] = n_in). */
+typedef struct er_weight {
+    const void *data;          /* into the mapping */
+    int wtype;                 /* enum er_wtype */
+    size_t row_bytes;
+    int n_in, n_out;
+} er_weight;
+
+typedef struct er_layer {
+    const float *attn_norm, *ffn_norm;
+    er_weight wq, wk, wv, wo;
+    const float *bq, *bk, *bv;             /* qwen2 only; NULL otherwise */
+    er_weight w_gate, w_up, w_down;
+} er_layer;
+
+/* Shapes the plan and the forward pass agree on. */
+typedef struct er_dims {
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int n_ctx, n_batch, n_threads, n_sessions, kv_type;
+    size_t kv_row;             /* elements per cached position per layer: n_head_kv * head_dim */
+    size_t act_row_max;        /* bytes of the largest prepared activation row */
+} er_dims;
+
+struct er_session {
+    er_model *model;
+    int slot;
+    int pos;                   /* tokens in the cache */
+    int has_logits;
+    int32_t *history;          /* n_ctx token ids */
+    float *logits;             /* n_vocab */
+    float *cand_p;             /* n_vocab sampler work */
+    int32_t *cand_id;          /* n_vocab sampler work */
+    void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_row] of kv_type */
+    uint64_t rng;
+    er_stats stats;
+};
+
+struct er_model {
+    gguf_file file;
+    er_hparams hp;
+    er_dims d;
+    er_plan_report plan;
+    int vocab_only;
+    int rope_neox;             /* qwen2 rotates halves; llama GGUF rotates adjacent pairs */
+
+    void *arena_base;
+    size_t arena_size;
+    int arena_owned;           /* 1: we malloc'ed it at open and free it at close */
+    er_arena sec[ER_SEC_COUNT];
+
+    const er_kernels *k;
+    const char *isa_reason;
+
+    er_weight tok_embd, output;
+    const float *output_norm;
+    er_layer *layers;
+    char **tensor_names;       /* NUL-terminated copies for er_model_tensor */
+
+    er_vocab *vocab;
+
+    er_session *sessions;      /* n_sessions slots */
+    atomic_int *slot_used;
+
+    /* Forward-pass scratch (ER_SEC_ACT), sized for n_batch rows. */
+    struct {
+        float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
+        void *xq;              /* prepared (quantized) activation rows */
+        float *scores;         /* n_threads * n_ctx */
+    } act;
+
+    pthread_mutex_t step_lock; /* one forward step at a time: activations and pool are shared */
+    er_pool pool;
+};
+
+/* plan.c: derive dims from the file and options; fill the plan report. */
+int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_dims *d,
+                 er_plan_report *out, int *rope_neox);
+
+/* Resolves defaults into a copy of the options. */
+void er_options_resolve(const er_options *in, er_options *out);
+
+/* forward.c: runs m tokens at positions s->pos.. through the model. If
+ * logits_all is not NULL it receives m * n_vocab floats; the last row always
+ * lands in s->logits. Caller holds step_lock and has checked the context. */
+void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all);
+
+/* Time in milliseconds from a monotonic clock. */
+double er_now_ms(void);
+
+#endif
