@@ -72,6 +72,7 @@ typedef struct gguf_file {
     size_t tensors_off;            /* offset of the first tensor descriptor */
     size_t data_off;               /* offset of the (aligned) data section */
     uint32_t alignment;            /* general.alignment or 32 */
+    bool mapped;                   /* base is our mmap (gguf_open): gguf_close unmaps it */
 } gguf_file;
 
 /* Maps `path` read-only and validates it. On failure sets er_last_error and
@@ -81,7 +82,8 @@ int gguf_open(const char *path, gguf_file *f);
 /* Validates an in-memory image (used by gguf_open and the fuzz/bad-input tests). */
 int gguf_parse(const uint8_t *base, size_t size, gguf_file *f);
 
-/* Unmaps. Safe on a zeroed struct. */
+/* Unmaps (only what gguf_open mapped; a gguf_parse image stays the caller's)
+ * and zeroes *f. Safe on a zeroed struct. */
 void gguf_close(gguf_file *f);
 
 /* Finds key `key` (NUL-terminated); returns true and fills *out if present. */
@@ -111,9 +113,10 @@ size_t gguf_vtype_size(uint32_t type);
 
 /* Type facts: block size in elements and bytes per block; 0 if unsupported. */
 int ggml_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);
-const char *ggml_type_name(uint32_t type);   /* "Q4_K", or "type#NN" for unknown ids */
+const char *ggml_type_name(uint32_t type);   /* "Q4_K", or the static string "unknown" for unknown ids */
 
-/* Bytes of a row of `n` elements of `type` (n must be a multiple of the block). */
+/* Bytes of a row of `n` elements of `type`; 0 if the type is unknown or `n`
+ * is not a multiple of its block. */
 size_t ggml_row_bytes(uint32_t type, uint64_t n);
 
 bool er_str_eq(er_str s, const char *cstr);

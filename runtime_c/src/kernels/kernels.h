@@ -128,4 +128,9 @@ const er_kernels *er_kernels_generic(void);
  */
 const er_kernels *er_kernels_select(const char *want, const char **reason);
 
+/* Space-separated CPU features the dispatcher detected (e.g. "avx avx2 fma
+ * f16c" or "asimd asimddp fphp sve"); "" when none are known. Static storage,
+ * filled once, safe from any thread (for `edgerun info --isa`). */
+const char *er_cpu_features(void);
+
 #endif

@@ -1,0 +1,236 @@
+/*
+ * dispatch.c — CPU feature detection and the choice of kernel table.
+ *
+ * Detection runs once (pthread_once) and fills static buffers: the feature
+ * list and one "why" sentence per built table and way of choosing it. That
+ * is how er_kernels_select can hand out a static sentence naming the CPU's
+ * features without allocating — a fixed set of literals could not include
+ * the features, and a thread-local buffer would die with the thread while
+ * the model that stores the pointer lives on. The buffers are written only
+ * inside the once-routine, so concurrent readers never see a partial string.
+ *
+ * Adding an ISA table: declare its er_kernels_<isa>() getter, add a row to
+ * k_built (best first) under the build's #if, with a predicate over
+ * cpu_flags. Nothing else changes.
+ */
+#include "kernels.h"
+#include "generic/generic.h"
+#include "../error.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
+/* Detected features as bits, for the tables' "can this CPU run me" tests. */
+enum {
+    CPU_ASIMD = 1u << 0,
+    CPU_ASIMDDP = 1u << 1,
+    CPU_FPHP = 1u << 2,
+    CPU_ASIMDHP = 1u << 3,
+    CPU_SVE = 1u << 4,
+    CPU_SVE2 = 1u << 5,
+    CPU_I8MM = 1u << 6,
+    CPU_AVX = 1u << 7,
+    CPU_AVX2 = 1u << 8,
+    CPU_FMA = 1u << 9,
+    CPU_F16C = 1u << 10,
+    CPU_AVX512F = 1u << 11,
+};
+
+static const struct {
+    unsigned bit;
+    const char *name;
+} k_feature_names[] = {
+    {CPU_ASIMD, "asimd"}, {CPU_ASIMDDP, "asimddp"}, {CPU_FPHP, "fphp"},   {CPU_ASIMDHP, "asimdhp"},
+    {CPU_SVE, "sve"},     {CPU_SVE2, "sve2"},       {CPU_I8MM, "i8mm"},   {CPU_AVX, "avx"},
+    {CPU_AVX2, "avx2"},   {CPU_FMA, "fma"},         {CPU_F16C, "f16c"},   {CPU_AVX512F, "avx512f"},
+};
+
+typedef struct {
+    const char *name;
+    const er_kernels *(*table)(void);
+    unsigned needs; /* every bit must be present; 0 = runs anywhere */
+} isa_entry;
+
+/* Tables compiled into this build, best first; generic must stay last as
+ * the fallback that always runs. */
+static const isa_entry k_built[] = {
+    {"generic", er_kernels_generic, 0},
+};
+#define N_BUILT (sizeof k_built / sizeof k_built[0])
+
+/* Every name EDGERUN_ISA may carry in some build, so a typo ("nonexistent")
+ * is told apart from a real table this build simply lacks ("avx2" here). */
+static const char *const k_known[] = {"generic", "neon", "sve", "avx2"};
+
+static pthread_once_t s_once = PTHREAD_ONCE_INIT;
+static unsigned s_flags;
+static char s_features[128];
+static char s_built_names[64];
+static char s_reason_auto[N_BUILT][256];
+static char s_reason_named[N_BUILT][96];
+static char s_reason_env[N_BUILT][96];
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* XCR0 says which register state the OS saves on context switch: a CPU
+ * with AVX but an OS that does not save YMM would corrupt registers. */
+static unsigned long long read_xcr0(void) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+#endif
+
+static unsigned detect_flags(void) {
+    unsigned f = 0;
+#if defined(__aarch64__) && defined(__linux__)
+    /* Bit positions from the Linux arm64 ABI (asm/hwcap.h); spelled out
+     * because older libc headers lack the newer names. */
+    unsigned long hw = getauxval(AT_HWCAP);
+    unsigned long hw2 = getauxval(AT_HWCAP2);
+    if (hw & (1ul << 1)) f |= CPU_ASIMD;
+    if (hw & (1ul << 9)) f |= CPU_FPHP;
+    if (hw & (1ul << 10)) f |= CPU_ASIMDHP;
+    if (hw & (1ul << 20)) f |= CPU_ASIMDDP;
+    if (hw & (1ul << 22)) f |= CPU_SVE;
+    if (hw2 & (1ul << 1)) f |= CPU_SVE2;
+    if (hw2 & (1ul << 13)) f |= CPU_I8MM;
+#elif defined(__aarch64__)
+    /* No auxv (macOS, BSD): trust what the compiler was told the target has. */
+    f |= CPU_ASIMD;
+#if defined(__ARM_FEATURE_DOTPROD)
+    f |= CPU_ASIMDDP;
+#endif
+#if defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)
+    f |= CPU_FPHP | CPU_ASIMDHP;
+#endif
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+    f |= CPU_I8MM;
+#endif
+#elif defined(__x86_64__) && defined(__GNUC__)
+    unsigned a, b, c, d;
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+        const int osxsave = (c >> 27) & 1;
+        const unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
+        const int ymm_ok = (xcr0 & 0x6) == 0x6;
+        const int zmm_ok = (xcr0 & 0xe6) == 0xe6;
+        if (ymm_ok && ((c >> 28) & 1)) f |= CPU_AVX;
+        if (ymm_ok && ((c >> 12) & 1)) f |= CPU_FMA;
+        if (ymm_ok && ((c >> 29) & 1)) f |= CPU_F16C;
+        if (__get_cpuid_max(0, NULL) >= 7) {
+            __cpuid_count(7, 0, a, b, c, d);
+            if (ymm_ok && ((b >> 5) & 1)) f |= CPU_AVX2;
+            if (zmm_ok && ((b >> 16) & 1)) f |= CPU_AVX512F;
+        }
+    }
+#endif
+    return f;
+}
+
+/* Appends `s` to buf with a separating space, never overflowing. */
+static void append_word(char *buf, size_t cap, const char *s) {
+    size_t len = strlen(buf);
+    if (len + (len ? 1 : 0) + strlen(s) + 1 > cap)
+        return;
+    if (len)
+        buf[len++] = ' ';
+    memcpy(buf + len, s, strlen(s) + 1);
+}
+
+static int runs_here(const isa_entry *e) { return (s_flags & e->needs) == e->needs; }
+
+static void init_once(void) {
+    s_flags = detect_flags();
+    for (size_t i = 0; i < sizeof k_feature_names / sizeof k_feature_names[0]; i++)
+        if (s_flags & k_feature_names[i].bit)
+            append_word(s_features, sizeof s_features, k_feature_names[i].name);
+    for (size_t i = 0; i < N_BUILT; i++)
+        append_word(s_built_names, sizeof s_built_names, k_built[i].name);
+
+    const char *feat = s_features[0] ? s_features : "none";
+    for (size_t i = 0; i < N_BUILT; i++) {
+        const char *nm = k_built[i].name;
+        if (k_built[i].needs)
+            snprintf(s_reason_auto[i], sizeof s_reason_auto[i],
+                     "%s: best table built for this CPU (features: %s)", nm, feat);
+        else if (N_BUILT > 1)
+            snprintf(s_reason_auto[i], sizeof s_reason_auto[i],
+                     "%s: this CPU lacks what the built SIMD tables need (features: %s)", nm, feat);
+        else
+            snprintf(s_reason_auto[i], sizeof s_reason_auto[i],
+                     "%s: no SIMD table is built for this CPU (features: %s)", nm, feat);
+        snprintf(s_reason_named[i], sizeof s_reason_named[i], "%s: requested by the caller", nm);
+        snprintf(s_reason_env[i], sizeof s_reason_env[i], "%s: forced by EDGERUN_ISA", nm);
+    }
+}
+
+const char *er_cpu_features(void) {
+    pthread_once(&s_once, init_once);
+    return s_features;
+}
+
+static const er_kernels *pick_best(const char **reason) {
+    for (size_t i = 0; i < N_BUILT; i++) {
+        if (runs_here(&k_built[i])) {
+            if (reason)
+                *reason = s_reason_auto[i];
+            return k_built[i].table();
+        }
+    }
+    /* unreachable while generic (needs = 0) is in k_built */
+    er_fail(ER_EUNSUPPORTED, "no kernel table in this build runs on this CPU (features: %s)", s_features);
+    return NULL;
+}
+
+const er_kernels *er_kernels_select(const char *want, const char **reason) {
+    pthread_once(&s_once, init_once);
+    int from_env = 0;
+    if (!want || !want[0]) {
+        const char *env = getenv("EDGERUN_ISA");
+        if (!env || !env[0] || strcmp(env, "auto") == 0)
+            return pick_best(reason);
+        want = env;
+        from_env = 1;
+    }
+    if (strcmp(want, "auto") == 0)
+        return pick_best(reason);
+
+    const char *feat = s_features[0] ? s_features : "none";
+    const char *src = from_env ? "EDGERUN_ISA asks for" : "requested";
+    for (size_t i = 0; i < N_BUILT; i++) {
+        if (strcmp(want, k_built[i].name) != 0)
+            continue;
+        if (!runs_here(&k_built[i])) {
+            er_fail(ER_EUNSUPPORTED,
+                    "%s kernel table '%s', but this CPU lacks the features it needs "
+                    "(CPU features: %s; tables built: %s)",
+                    src, want, feat, s_built_names);
+            return NULL;
+        }
+        if (reason)
+            *reason = from_env ? s_reason_env[i] : s_reason_named[i];
+        return k_built[i].table();
+    }
+    for (size_t i = 0; i < sizeof k_known / sizeof k_known[0]; i++) {
+        if (strcmp(want, k_known[i]) == 0) {
+            er_fail(ER_EUNSUPPORTED,
+                    "%s kernel table '%s', which this build does not include "
+                    "(tables built: %s; CPU features: %s)",
+                    src, want, s_built_names, feat);
+            return NULL;
+        }
+    }
+    er_fail(ER_EUNSUPPORTED,
+            "%s unknown kernel table '%.40s' (known names: generic neon sve avx2 auto; "
+            "tables built: %s; CPU features: %s)",
+            src, want, s_built_names, feat);
+    return NULL;
+}

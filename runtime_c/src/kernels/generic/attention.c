@@ -1,0 +1,42 @@
+/*
+ * attention.c — one query head against n_kv cached key/value rows.
+ *
+ * Two passes (scores, then the weighted sum of V) instead of an online
+ * softmax: the caller supplies n_kv floats of scratch, and the plain order
+ * is the readable reference the SIMD and flash-style variants are tested
+ * against.
+ */
+#include "generic.h"
+#include "../half.h"
+#include "edgerun.h" /* ER_KV_F16 */
+
+#include <string.h>
+
+void er_gen_attention(float *out, const float *q, const void *k, const void *v, int kv_type,
+                      size_t kv_stride, int n_kv, int head_dim, float scale, float *scores) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? sizeof(er_f16) : sizeof(float);
+    const unsigned char *kb = k;
+    const unsigned char *vb = v;
+
+    for (int t = 0; t < n_kv; t++) {
+        const void *kr = kb + (size_t)t * kv_stride * esz;
+        float d = f16 ? er_gen_dot_f16(head_dim, kr, q) : er_gen_dot_f32(head_dim, kr, q);
+        scores[t] = scale * d;
+    }
+    er_gen_softmax(scores, n_kv);
+
+    memset(out, 0, (size_t)(head_dim > 0 ? head_dim : 0) * sizeof(float));
+    for (int t = 0; t < n_kv; t++) {
+        const float p = scores[t];
+        if (f16) {
+            const er_f16 *vr = (const er_f16 *)(const void *)(vb + (size_t)t * kv_stride * esz);
+            for (int j = 0; j < head_dim; j++)
+                out[j] += p * er_half_to_float(vr[j]);
+        } else {
+            const float *vr = (const float *)(const void *)(vb + (size_t)t * kv_stride * esz);
+            for (int j = 0; j < head_dim; j++)
+                out[j] += p * vr[j];
+        }
+    }
+}

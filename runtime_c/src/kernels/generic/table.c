@@ -1,0 +1,48 @@
+/*
+ * table.c — the generic kernel table. Static and const: it is chosen once at
+ * open and shared by every model and thread, so it must never be written.
+ */
+#include "generic.h"
+
+static const er_kernels k_generic = {
+    .name = "generic",
+    .act_kind = {
+        [ER_W_F32] = ER_ACT_F32,
+        [ER_W_F16] = ER_ACT_F32,
+        [ER_W_BF16] = ER_ACT_F32,
+        [ER_W_Q8_0] = ER_ACT_Q8_0,
+        [ER_W_Q4_0] = ER_ACT_Q8_0,
+    },
+    .vec_dot = {
+        [ER_W_F32] = er_gen_dot_f32,
+        [ER_W_F16] = er_gen_dot_f16,
+        [ER_W_BF16] = er_gen_dot_bf16,
+        [ER_W_Q8_0] = er_gen_dot_q8_0,
+        [ER_W_Q4_0] = er_gen_dot_q4_0,
+    },
+    .matmul = {
+        [ER_W_F32] = er_gen_matmul_f32,
+        [ER_W_F16] = er_gen_matmul_f16,
+        [ER_W_BF16] = er_gen_matmul_bf16,
+        [ER_W_Q8_0] = er_gen_matmul_q8_0,
+        [ER_W_Q4_0] = er_gen_matmul_q4_0,
+    },
+    .dequant_row = {
+        [ER_W_F32] = er_gen_dequant_f32,
+        [ER_W_F16] = er_gen_dequant_f16,
+        [ER_W_BF16] = er_gen_dequant_bf16,
+        [ER_W_Q8_0] = er_gen_dequant_q8_0,
+        [ER_W_Q4_0] = er_gen_dequant_q4_0,
+    },
+    .quantize_row_q8_0 = er_gen_quantize_row_q8_0,
+    .rmsnorm = er_gen_rmsnorm,
+    .rope = er_gen_rope,
+    .softmax = er_gen_softmax,
+    .silu_mul = er_gen_silu_mul,
+    .add = er_gen_add,
+    .attention = er_gen_attention,
+    .f32_to_f16 = er_gen_f32_to_f16,
+    .f16_to_f32 = er_gen_f16_to_f32,
+};
+
+const er_kernels *er_kernels_generic(void) { return &k_generic; }
