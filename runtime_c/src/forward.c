@@ -51,29 +51,37 @@ static void mm_worker(void *ctx, int ith, int nth) {
 
 /*
  * Returns activations x (m rows of n floats) in the format weight w needs:
- * the floats themselves, or Q8_0 rows quantized into the xq scratch. `cached`
- * remembers whether xq already holds this x, so Q, K and V (or gate and up)
- * quantize once.
+ * the floats themselves, or rows quantized into the xq scratch. Each
+ * quantized act kind has its own region of xq (Q8_0 rows, then Q8_K rows,
+ * each region 64-byte aligned; plan.c sizes act_row_max for all of them), so
+ * weights of different kinds sharing one x — a Q4_K_M file's Q4_K wq next to
+ * its Q6_K wv — each get their format. `cached` has bit k set once kind k's
+ * region holds this x, so Q, K and V (or gate and up) quantize once per kind.
  */
 static const void *prepare(er_model *md, const er_weight *w, const float *x, int m, int n, size_t *stride,
-                           int *cached) {
-    if (md->k->act_kind[w->wtype] == ER_ACT_F32) {
+                           unsigned *cached) {
+    const int kind = md->k->act_kind[w->wtype];
+    if (kind == ER_ACT_F32) {
         *stride = (size_t)n * sizeof(float);
         return x;
     }
-    *stride = er_act_row_bytes(ER_ACT_Q8_0, n);
-    if (!*cached) {
-        for (int b = 0; b < m; b++)
-            md->k->quantize_row_q8_0(x + (size_t)b * n, (uint8_t *)md->act.xq + (size_t)b * *stride, n);
-        *cached = 1;
+    size_t off = 0;
+    for (int k = ER_ACT_F32 + 1; k < kind; k++) off += ((size_t)m * er_act_row_bytes(k, n) + 63) / 64 * 64;
+    uint8_t *dst = (uint8_t *)md->act.xq + off;
+    *stride = er_act_row_bytes(kind, n);
+    if (!(*cached & (1u << kind))) {
+        void (*quantize)(const float *, void *, int) =
+            kind == ER_ACT_Q8_K ? md->k->quantize_row_q8_k : md->k->quantize_row_q8_0;
+        for (int b = 0; b < m; b++) quantize(x + (size_t)b * n, dst + (size_t)b * *stride, n);
+        *cached |= 1u << kind;
     }
-    return md->act.xq;
+    return dst;
 }
 
 /* y[m][w->n_out] = x[m][w->n_in] . W^T for up to three weights sharing x. */
 static void matmul_shared(er_model *md, const float *x, int m, const er_weight *const *w, float *const *y, int n) {
     mm_task t = {.k = md->k, .n_items = n, .m = m};
-    int cached = 0;
+    unsigned cached = 0;
     for (int i = 0; i < n; i++) {
         t.it[i].w = w[i];
         t.it[i].x = prepare(md, w[i], x, m, w[i]->n_in, &t.it[i].x_stride, &cached);

@@ -253,7 +253,13 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         size_t widest = (size_t)hp->n_embd;
         if ((size_t)hp->n_head * hp->head_dim > widest) widest = (size_t)hp->n_head * hp->head_dim;
         if ((size_t)hp->n_ff > widest) widest = (size_t)hp->n_ff;
-        d->act_row_max = er_act_row_bytes(ER_ACT_Q8_0, (int)((widest + 31) / 32 * 32));
+        /* forward.c's prepare() keeps one region per quantized act kind (a
+         * file may mix Q8_0- and Q8_K-activated weights on one input), each
+         * starting 64-byte aligned: a row of every kind plus 64 bytes of
+         * alignment slack per kind covers B rows of all of them */
+        const int wide = (int)((widest + ER_QK_K - 1) / ER_QK_K * ER_QK_K);
+        d->act_row_max = 0;
+        for (int k = ER_ACT_F32 + 1; k < ER_ACT_COUNT; k++) d->act_row_max += er_act_row_bytes(k, wide) + 64;
     } else {
         gguf_kv kv;
         if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STR, &kv)) hp->n_vocab = (int)kv.arr_n;

@@ -148,7 +148,10 @@ static void test_bf16_and_types(void) {
               er_wtype_from_ggml(2) == ER_W_Q4_0 && er_wtype_from_ggml(8) == ER_W_Q8_0 &&
               er_wtype_from_ggml(30) == ER_W_BF16,
           "ggml type map");
-    CHECK(er_wtype_from_ggml(3) == -1 && er_wtype_from_ggml(12) == -1 && er_wtype_from_ggml(9999) == -1,
+    CHECK(er_wtype_from_ggml(12) == ER_W_Q4_K && er_wtype_from_ggml(13) == ER_W_Q5_K &&
+              er_wtype_from_ggml(14) == ER_W_Q6_K,
+          "K-quant type map");
+    CHECK(er_wtype_from_ggml(3) == -1 && er_wtype_from_ggml(15) == -1 && er_wtype_from_ggml(9999) == -1,
           "unsupported ggml types");
     CHECK(sizeof(er_block_q8_0) == 34 && sizeof(er_block_q4_0) == 18, "block sizes");
     CHECK(er_act_row_bytes(ER_ACT_F32, 10) == 40, "f32 act row");
@@ -308,7 +311,8 @@ static void test_vec_dots(void) {
     er_block_q8_0 xq[DN / 32];
     k->quantize_row_q8_0(x, xq, DN);
     const char *names[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
-    for (int t = 0; t < ER_W_COUNT; t++) {
+    /* the K-quants have their own rows and tests in test_kernels_isa.c */
+    for (int t = 0; t <= ER_W_Q4_0; t++) {
         const void *xa = k->act_kind[t] == ER_ACT_Q8_0 ? (const void *)xq : (const void *)x;
         for (int n = 32; n <= DN; n += 32 * 11) { /* 32, 384, 736: partial and full */
             double mag;
@@ -350,7 +354,7 @@ static void test_matmul(void) {
     struct { er_block_q8_0 q[N / 32]; char pad[6]; } xq[M];
     for (int b = 0; b < M; b++) k->quantize_row_q8_0(x[b], xq[b].q, N);
 
-    for (int t = 0; t < ER_W_COUNT; t++) {
+    for (int t = 0; t <= ER_W_Q4_0; t++) { /* K-quants: test_kernels_isa.c */
         /* pack ROWS weight rows of N elements contiguously, as in GGUF */
         size_t rb = wrow_bytes(t, N);
         unsigned char wbuf[ROWS * N * 4];
@@ -556,7 +560,7 @@ static void test_table_complete(void) {
     int missing = 0;
     for (int t = 0; t < ER_W_COUNT; t++)
         missing += !k->vec_dot[t] + !k->matmul[t] + !k->dequant_row[t];
-    missing += !k->quantize_row_q8_0 + !k->rmsnorm + !k->rope + !k->softmax + !k->silu_mul + !k->add +
+    missing += !k->quantize_row_q8_0 + !k->quantize_row_q8_k + !k->rmsnorm + !k->rope + !k->softmax + !k->silu_mul + !k->add +
                !k->attention + !k->f32_to_f16 + !k->f16_to_f32;
     CHECK(missing == 0, "%d null entries in the generic table", missing);
     CHECK(strcmp(k->name, "generic") == 0, "name");
@@ -587,11 +591,16 @@ static void test_select(void) {
     CHECK(strstr(msg, "nonexistent") && strstr(msg, "generic") && strstr(msg, "CPU features"),
           "message: %s", msg);
 
-    /* a real ISA this build lacks (none are built yet besides generic) */
+    /* a real ISA this build lacks: x86 builds no Arm table and vice versa */
+#if defined(__x86_64__)
+    const char *absent = "neon";
+#else
+    const char *absent = "avx2";
+#endif
     er_clear_error();
-    k = er_kernels_select("avx2", &why);
+    k = er_kernels_select(absent, &why);
     msg = er_last_error();
-    CHECK(k == NULL && strstr(msg, "avx2") && strstr(msg, "does not include"), "avx2: %s", msg);
+    CHECK(k == NULL && strstr(msg, absent) && strstr(msg, "does not include"), "%s: %s", absent, msg);
 
     /* EDGERUN_ISA steers an automatic choice, and a bad value fails loudly */
     setenv("EDGERUN_ISA", "generic", 1);

@@ -62,6 +62,9 @@ int er_wtype_from_ggml(uint32_t ggml_type) {
     case 1: return ER_W_F16;
     case 2: return ER_W_Q4_0;
     case 8: return ER_W_Q8_0;
+    case 12: return ER_W_Q4_K;
+    case 13: return ER_W_Q5_K;
+    case 14: return ER_W_Q6_K;
     case 30: return ER_W_BF16;
     default: return -1;
     }
@@ -75,6 +78,16 @@ size_t er_act_row_bytes(int act_kind, int n) {
     /* rounded up so a planner that forgot the multiple-of-32 check still
      * reserves enough room; the kernels themselves require n % 32 == 0 */
     case ER_ACT_Q8_0: return ((size_t)n + ER_QK8_0 - 1) / ER_QK8_0 * sizeof(er_block_q8_0);
+    case ER_ACT_Q8_K: return ((size_t)n + ER_QK_K - 1) / ER_QK_K * sizeof(er_block_q8_k);
     default: return 0;
     }
 }
+
+/* The kernels index blocks by these sizes; a compiler that padded a block
+ * would silently misread every file. */
+_Static_assert(sizeof(er_block_q8_0) == 34, "Q8_0 block must be 34 bytes");
+_Static_assert(sizeof(er_block_q4_0) == 18, "Q4_0 block must be 18 bytes");
+_Static_assert(sizeof(er_block_q4_k) == 144, "Q4_K block must be 144 bytes");
+_Static_assert(sizeof(er_block_q5_k) == 176, "Q5_K block must be 176 bytes");
+_Static_assert(sizeof(er_block_q6_k) == 210, "Q6_K block must be 210 bytes");
+_Static_assert(sizeof(er_block_q8_k) == 292, "Q8_K block must be 292 bytes");

@@ -11,7 +11,8 @@
  *
  * Adding an ISA table: declare its er_kernels_<isa>() getter, add a row to
  * k_built (best first) under the build's #if, with a predicate over
- * cpu_flags. Nothing else changes.
+ * cpu_flags. Nothing else changes. The #if conditions here must match the
+ * ones in meson.build that build the ISA libraries.
  */
 #include "kernels.h"
 #include "generic/generic.h"
@@ -29,6 +30,19 @@
 #include <cpuid.h>
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ER_BUILD_AVX2 1
+const er_kernels *er_kernels_avx2(void);
+#endif
+#if defined(__aarch64__) && defined(__GNUC__)
+#define ER_BUILD_ARM 1
+const er_kernels *er_kernels_neon(void);
+const er_kernels *er_kernels_neon_dotprod(void);
+const er_kernels *er_kernels_sve(void);
+/* SVE vector length in bytes (sve/vl_sve.c); call only when HWCAP says SVE */
+unsigned er_sve_vector_bytes(void);
+#endif
+
 /* Detected features as bits, for the tables' "can this CPU run me" tests. */
 enum {
     CPU_ASIMD = 1u << 0,
@@ -43,6 +57,7 @@ enum {
     CPU_FMA = 1u << 9,
     CPU_F16C = 1u << 10,
     CPU_AVX512F = 1u << 11,
+    CPU_SVE256 = 1u << 12, /* SVE vectors of 256 bits or more */
 };
 
 static const struct {
@@ -52,24 +67,36 @@ static const struct {
     {CPU_ASIMD, "asimd"}, {CPU_ASIMDDP, "asimddp"}, {CPU_FPHP, "fphp"},   {CPU_ASIMDHP, "asimdhp"},
     {CPU_SVE, "sve"},     {CPU_SVE2, "sve2"},       {CPU_I8MM, "i8mm"},   {CPU_AVX, "avx"},
     {CPU_AVX2, "avx2"},   {CPU_FMA, "fma"},         {CPU_F16C, "f16c"},   {CPU_AVX512F, "avx512f"},
+    {CPU_SVE256, "sve>=256"},
 };
 
 typedef struct {
     const char *name;
     const er_kernels *(*table)(void);
-    unsigned needs; /* every bit must be present; 0 = runs anywhere */
+    unsigned needs;  /* every bit must be present; 0 = runs anywhere */
+    unsigned prefer; /* further bits automatic choice wants (a name still forces it) */
 } isa_entry;
 
 /* Tables compiled into this build, best first; generic must stay last as
  * the fallback that always runs. */
 static const isa_entry k_built[] = {
-    {"generic", er_kernels_generic, 0},
+#if ER_BUILD_AVX2
+    {"avx2", er_kernels_avx2, CPU_AVX | CPU_AVX2 | CPU_FMA | CPU_F16C, 0},
+#endif
+#if ER_BUILD_ARM
+    /* At 128 bits SVE holds what NEON holds and our vector-length-agnostic
+     * loops pay for predicates, so neon-dotprod is preferred there. */
+    {"sve", er_kernels_sve, CPU_ASIMD | CPU_SVE, CPU_SVE256},
+    {"neon-dotprod", er_kernels_neon_dotprod, CPU_ASIMD | CPU_ASIMDDP, 0},
+    {"neon", er_kernels_neon, CPU_ASIMD, 0},
+#endif
+    {"generic", er_kernels_generic, 0, 0},
 };
 #define N_BUILT (sizeof k_built / sizeof k_built[0])
 
 /* Every name EDGERUN_ISA may carry in some build, so a typo ("nonexistent")
  * is told apart from a real table this build simply lacks ("avx2" here). */
-static const char *const k_known[] = {"generic", "neon", "sve", "avx2"};
+static const char *const k_known[] = {"generic", "neon", "neon-dotprod", "sve", "avx2"};
 
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 static unsigned s_flags;
@@ -146,9 +173,17 @@ static void append_word(char *buf, size_t cap, const char *s) {
 }
 
 static int runs_here(const isa_entry *e) { return (s_flags & e->needs) == e->needs; }
+static int preferred_here(const isa_entry *e) {
+    const unsigned all = e->needs | e->prefer;
+    return (s_flags & all) == all;
+}
 
 static void init_once(void) {
     s_flags = detect_flags();
+#if ER_BUILD_ARM
+    if ((s_flags & CPU_SVE) && er_sve_vector_bytes() >= 32)
+        s_flags |= CPU_SVE256;
+#endif
     for (size_t i = 0; i < sizeof k_feature_names / sizeof k_feature_names[0]; i++)
         if (s_flags & k_feature_names[i].bit)
             append_word(s_features, sizeof s_features, k_feature_names[i].name);
@@ -179,7 +214,7 @@ const char *er_cpu_features(void) {
 
 static const er_kernels *pick_best(const char **reason) {
     for (size_t i = 0; i < N_BUILT; i++) {
-        if (runs_here(&k_built[i])) {
+        if (preferred_here(&k_built[i])) {
             if (reason)
                 *reason = s_reason_auto[i];
             return k_built[i].table();
@@ -229,7 +264,7 @@ const er_kernels *er_kernels_select(const char *want, const char **reason) {
         }
     }
     er_fail(ER_EUNSUPPORTED,
-            "%s unknown kernel table '%.40s' (known names: generic neon sve avx2 auto; "
+            "%s unknown kernel table '%.40s' (known names: generic neon neon-dotprod sve avx2 auto; "
             "tables built: %s; CPU features: %s)",
             src, want, s_built_names, feat);
     return NULL;

@@ -8,7 +8,8 @@
  * missing feature.
  *
  * Conventions: `n` is the element count of a row; quantized rows hold n/32
- * blocks (n must be a multiple of 32 for Q8_0/Q4_0). Weight matrices are
+ * blocks (n must be a multiple of 32 for Q8_0/Q4_0, of 256 for the K-quants,
+ * whose rows hold n/256 super-blocks). Weight matrices are
  * row-major with ne[0] = n columns contiguous, as in GGUF.
  */
 #ifndef ER_KERNELS_H
@@ -19,6 +20,7 @@
 
 #define ER_QK8_0 32
 #define ER_QK4_0 32
+#define ER_QK_K 256           /* K-quant super-block */
 
 typedef uint16_t er_f16;      /* IEEE half, stored bits */
 typedef uint16_t er_bf16;     /* bfloat16, stored bits */
@@ -34,19 +36,62 @@ typedef struct {
     uint8_t qs[ER_QK4_0 / 2]; /* element j: low nibble of qs[j]; element j+16: high nibble; value (q-8)*d */
 } er_block_q4_0;              /* 18 bytes */
 
+/*
+ * K-quants: super-blocks of 256 in 8 (Q4_K, Q5_K) or 16 (Q6_K) sub-blocks.
+ * Q4_K/Q5_K: value = d*sc[j]*q - dmin*mn[j] for sub-block j of 32, where the
+ * eight 6-bit scales sc and mins mn are packed into scales[12] (decoded by
+ * er_kq_scale_min in kquant.h). Elements 64c..64c+31 are the low nibbles of
+ * qs[32c..32c+31], elements 64c+32..64c+63 the high nibbles; Q5_K adds the
+ * fifth bit from qh[l] bit 2c (low half) and bit 2c+1 (high half).
+ */
+typedef struct {
+    er_f16 d;                 /* scale of the sub-block scales */
+    er_f16 dmin;              /* scale of the sub-block mins */
+    uint8_t scales[12];
+    uint8_t qs[ER_QK_K / 2];
+} er_block_q4_k;              /* 144 bytes */
+
+typedef struct {
+    er_f16 d;
+    er_f16 dmin;
+    uint8_t scales[12];
+    uint8_t qh[ER_QK_K / 8];
+    uint8_t qs[ER_QK_K / 2];
+} er_block_q5_k;              /* 176 bytes */
+
+/* Q6_K: value = d * scales[e/16] * (q - 32), q six bits: within each half of
+ * 128 (ql += 64, qh += 32 per half), for l < 32: element l = ql[l] low nibble
+ * | qh[l] bits 0-1; l+32 = ql[l+32] low | bits 2-3; l+64 = ql[l] high | bits
+ * 4-5; l+96 = ql[l+32] high | bits 6-7 (each 2-bit field is bits 4-5 of q). */
+typedef struct {
+    uint8_t ql[ER_QK_K / 2];
+    uint8_t qh[ER_QK_K / 4];
+    int8_t scales[ER_QK_K / 16];
+    er_f16 d;
+} er_block_q6_k;              /* 210 bytes */
+
+/* Q8_K activations for the K-quant dots: float scale, and the sums of each
+ * 16 quants so the dots can apply the mins without touching qs again. */
+typedef struct {
+    float d;
+    int8_t qs[ER_QK_K];
+    int16_t bsums[ER_QK_K / 16];
+} er_block_q8_k;              /* 292 bytes */
+
 /* Weight types the table indexes (dense, small). */
-enum er_wtype { ER_W_F32 = 0, ER_W_F16, ER_W_BF16, ER_W_Q8_0, ER_W_Q4_0, ER_W_COUNT };
+enum er_wtype { ER_W_F32 = 0, ER_W_F16, ER_W_BF16, ER_W_Q8_0, ER_W_Q4_0, ER_W_Q4_K, ER_W_Q5_K, ER_W_Q6_K, ER_W_COUNT };
 
 /* Maps a GGML type id to an er_wtype, or -1 if no kernel handles it. */
 int er_wtype_from_ggml(uint32_t ggml_type);
 
 /* How activations must be prepared for a weight type's dot product. */
-enum er_act_kind { ER_ACT_F32 = 0, ER_ACT_Q8_0 = 1 };
+enum er_act_kind { ER_ACT_F32 = 0, ER_ACT_Q8_0 = 1, ER_ACT_Q8_K = 2, ER_ACT_COUNT };
 
 /*
  * Matrix product Y[b][r] = dot(W row r, X row b) for rows r in [r0, r1) and
  * batch rows b in [0, m). X rows are already in the weight type's activation
- * format (act_kind): float rows of n, or n/32 Q8_0 blocks; x_stride is in bytes.
+ * format (act_kind): float rows of n, n/32 Q8_0 or n/256 Q8_K blocks; x_stride
+ * is in bytes.
  * Y is float with row stride y_stride (elements). Threads split [r0, r1).
  */
 typedef struct er_matmul_args {
@@ -78,6 +123,9 @@ typedef struct er_kernels {
 
     /* float row -> Q8_0 blocks (n multiple of 32), llama.cpp's rounding */
     void (*quantize_row_q8_0)(const float *x, void *dst, int n);
+
+    /* float row -> Q8_K blocks with bsums (n multiple of 256), llama.cpp's rule */
+    void (*quantize_row_q8_k)(const float *x, void *dst, int n);
 
     /* y = x / rms(x) * w  (y may alias x) */
     void (*rmsnorm)(float *y, const float *x, const float *w, int n, float eps);
@@ -116,6 +164,14 @@ size_t er_act_row_bytes(int act_kind, int n);
 float er_f16_to_f32(er_f16 h);
 er_f16 er_f32_to_f16(float f);
 float er_bf16_to_f32(er_bf16 h);
+
+/*
+ * Sets flush-to-zero and denormals-are-zero for the calling thread (MXCSR
+ * FTZ|DAZ on x86, FPCR.FZ on aarch64; nothing elsewhere). Worker threads call
+ * it once at start: a denormal operand costs ~100 cycles on many cores, and
+ * values that small are noise to every kernel here.
+ */
+void er_cpu_set_ftz(void);
 
 /* The generic table (always available). */
 const er_kernels *er_kernels_generic(void);

@@ -14,20 +14,30 @@ float er_gen_dot_f16(int n, const void *w_row, const void *x_row);
 float er_gen_dot_bf16(int n, const void *w_row, const void *x_row);
 float er_gen_dot_q8_0(int n, const void *w_row, const void *x_row);
 float er_gen_dot_q4_0(int n, const void *w_row, const void *x_row);
+float er_gen_dot_q4_k(int n, const void *w_row, const void *x_row);
+float er_gen_dot_q5_k(int n, const void *w_row, const void *x_row);
+float er_gen_dot_q6_k(int n, const void *w_row, const void *x_row);
 
 void er_gen_matmul_f32(const er_matmul_args *a);
 void er_gen_matmul_f16(const er_matmul_args *a);
 void er_gen_matmul_bf16(const er_matmul_args *a);
 void er_gen_matmul_q8_0(const er_matmul_args *a);
 void er_gen_matmul_q4_0(const er_matmul_args *a);
+void er_gen_matmul_q4_k(const er_matmul_args *a);
+void er_gen_matmul_q5_k(const er_matmul_args *a);
+void er_gen_matmul_q6_k(const er_matmul_args *a);
 
 void er_gen_dequant_f32(const void *src, float *dst, int n);
 void er_gen_dequant_f16(const void *src, float *dst, int n);
 void er_gen_dequant_bf16(const void *src, float *dst, int n);
 void er_gen_dequant_q8_0(const void *src, float *dst, int n);
 void er_gen_dequant_q4_0(const void *src, float *dst, int n);
+void er_gen_dequant_q4_k(const void *src, float *dst, int n);
+void er_gen_dequant_q5_k(const void *src, float *dst, int n);
+void er_gen_dequant_q6_k(const void *src, float *dst, int n);
 
 void er_gen_quantize_row_q8_0(const float *x, void *dst, int n);
+void er_gen_quantize_row_q8_k(const float *x, void *dst, int n);
 void er_gen_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void er_gen_rope(float *x, int n_heads, int head_dim, int pos, float freq_base, int neox);
 void er_gen_softmax(float *x, int n);

@@ -26,3 +26,6 @@ void er_gen_matmul_f16(const er_matmul_args *a) { matmul_with(a, er_gen_dot_f16)
 void er_gen_matmul_bf16(const er_matmul_args *a) { matmul_with(a, er_gen_dot_bf16); }
 void er_gen_matmul_q8_0(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q8_0); }
 void er_gen_matmul_q4_0(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q4_0); }
+void er_gen_matmul_q4_k(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q4_k); }
+void er_gen_matmul_q5_k(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q5_k); }
+void er_gen_matmul_q6_k(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q6_k); }

@@ -1,0 +1,177 @@
+/*
+ * ew_neon.c — element-wise kernels, baseline NEON: rmsnorm, softmax,
+ * silu-mul, add, attention, and the Q8_0 activation quantizer.
+ */
+#include "neon.h"
+#include "edgerun.h" /* ER_KV_F16 */
+
+#include <math.h>
+
+/*
+ * e^x to ~2 ulp, the same method as the AVX2 twin: x = n ln2 + r, degree-7
+ * Taylor polynomial for e^r, and 2^n applied as 2^(n/2) * 2^(n - n/2) so
+ * overflow gives inf and underflow 0 by plain arithmetic. FMAX/FMIN
+ * propagate NaN, so a NaN input stays NaN through the clamp.
+ */
+static inline float32x4_t exp4(float32x4_t x) {
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-110.0f)), vdupq_n_f32(100.0f));
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.0f / 5040.0f);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 720.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    const int32x4_t ni = vcvtq_s32_f32(n);
+    const int32x4_t n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
+    return vmulq_f32(vmulq_f32(p, s1), s2);
+}
+
+void er_neon_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+    if (n <= 0)
+        return;
+    /* squares in float, sums in double, as generic (another order) */
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = vdupq_n_f64(0.0);
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const float32x4_t sq = vmulq_f32(v, v);
+        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(sq)));
+        s1 = vaddq_f64(s1, vcvt_high_f64_f32(sq));
+    }
+    double ss = vaddvq_f64(vaddq_f64(s0, s1));
+    for (int j = i; j < n; j++)
+        ss += (double)(x[j] * x[j]);
+    const float mean = (float)(ss / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (i = 0; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+void er_neon_softmax(float *x, int n) {
+    if (n <= 0)
+        return;
+    float mx = x[0];
+    int i = 0;
+    if (n >= 4) {
+        float32x4_t mv = vld1q_f32(x);
+        for (i = 4; i + 4 <= n; i += 4)
+            mv = vmaxq_f32(mv, vld1q_f32(x + i));
+        mx = vmaxvq_f32(mv);
+    }
+    for (; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    if (mx == -INFINITY) {
+        for (i = 0; i < n; i++)
+            x[i] = 0.0f;
+        return;
+    }
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = vdupq_n_f64(0.0);
+    const float32x4_t m4 = vdupq_n_f32(mx);
+    for (i = 0; i + 4 <= n; i += 4) {
+        const float32x4_t e = exp4(vsubq_f32(vld1q_f32(x + i), m4));
+        vst1q_f32(x + i, e);
+        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(e)));
+        s1 = vaddq_f64(s1, vcvt_high_f64_f32(e));
+    }
+    double sum = vaddvq_f64(vaddq_f64(s0, s1));
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (i = 0; i + 4 <= n; i += 4)
+        vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
+    for (; i < n; i++)
+        x[i] *= inv;
+}
+
+void er_neon_silu_mul(float *g, const float *u, int n) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(g + i);
+        const float32x4_t e = exp4(vnegq_f32(v));
+        vst1q_f32(g + i, vmulq_f32(vdivq_f32(v, vaddq_f32(vdupq_n_f32(1.0f), e)), vld1q_f32(u + i)));
+    }
+    for (; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void er_neon_add(float *y, const float *x, int n) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
+    for (; i < n; i++)
+        y[i] += x[i];
+}
+
+void er_neon_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
+                       int n_kv, int head_dim, float scale, float *scores) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? 2 : 4;
+    const unsigned char *kb = k, *vb = v;
+    for (int t = 0; t < n_kv; t++) {
+        const void *kr = kb + (size_t)t * kv_stride * esz;
+        scores[t] = scale * (f16 ? er_neon_dot_f16(head_dim, kr, q) : er_neon_dot_f32(head_dim, kr, q));
+    }
+    er_neon_softmax(scores, n_kv);
+    for (int j = 0; j < head_dim; j++)
+        out[j] = 0.0f;
+    for (int t = 0; t < n_kv; t++) {
+        const float p = scores[t];
+        const unsigned char *vr = vb + (size_t)t * kv_stride * esz;
+        int j = 0;
+        if (f16) {
+            const uint16_t *h = (const uint16_t *)(const void *)vr;
+            for (; j + 4 <= head_dim; j += 4)
+                vst1q_f32(out + j, vfmaq_n_f32(vld1q_f32(out + j), vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + j))), p));
+            for (; j < head_dim; j++)
+                out[j] += p * er_neon_h2f(h[j]);
+        } else {
+            const float *f = (const float *)(const void *)vr;
+            for (; j + 4 <= head_dim; j += 4)
+                vst1q_f32(out + j, vfmaq_n_f32(vld1q_f32(out + j), vld1q_f32(f + j), p));
+            for (; j < head_dim; j++)
+                out[j] += p * f[j];
+        }
+    }
+}
+
+void er_neon_quantize_row_q8_0(const float *x, void *dst, int n) {
+    er_block_q8_0 *y = dst;
+    for (int i = 0; i < n / ER_QK8_0; i++) {
+        const float *xb = x + (size_t)i * ER_QK8_0;
+        float32x4_t v[8], am = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(xb + 4 * k);
+            /* compare-and-select, not FMAX: a NaN must leave the running
+             * max alone, as generic's `a > amax ? a : amax` does */
+            const float32x4_t a = vabsq_f32(v[k]);
+            am = vbslq_f32(vcgtq_f32(a, am), a, am);
+        }
+        const float amax = vmaxvq_f32(am);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = er_f32_to_f16(d);
+        for (int k = 0; k < 8; k += 2) {
+            int32x4_t q[2];
+            for (int h = 0; h < 2; h++) {
+                /* FRINTA is roundf: nearest, ties away from zero */
+                float32x4_t r = vrndaq_f32(vmulq_n_f32(v[k + h], id));
+                r = vbslq_f32(vceqq_f32(r, r), r, vdupq_n_f32(0.0f)); /* NaN -> 0 */
+                r = vminq_f32(vmaxq_f32(r, vdupq_n_f32(-127.0f)), vdupq_n_f32(127.0f));
+                q[h] = vcvtq_s32_f32(r);
+            }
+            const int16x8_t q16 = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]));
+            vst1_s8(y[i].qs + 4 * k, vmovn_s16(q16));
+        }
+    }
+}

@@ -1,0 +1,134 @@
+/*
+ * float_neon.c — F32/F16/BF16 weight dots and matmuls and f16 row
+ * conversions, baseline NEON (FCVTL/FCVTN convert halves without +fp16).
+ *
+ * Four 4-lane FMA accumulators (16 elements per step); the result differs
+ * from generic's eight partial sums by float rounding only. matmul shares
+ * each converted weight vector between four activation rows.
+ */
+#include "neon.h"
+#include "../half.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+enum { T_F32, T_F16, T_BF16 };
+
+static ALWAYS_INLINE float32x4_t load4(const void *w, int i, const int t) {
+    if (t == T_F32)
+        return vld1q_f32((const float *)w + i);
+    const uint16x4_t h = vld1_u16((const uint16_t *)w + i);
+    if (t == T_F16)
+        return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+}
+
+static ALWAYS_INLINE float load1(const void *w, int i, const int t) {
+    if (t == T_F32)
+        return ((const float *)w)[i];
+    if (t == T_F16)
+        return er_neon_h2f(((const uint16_t *)w)[i]);
+    return er_bfloat_to_float(((const uint16_t *)w)[i]);
+}
+
+static ALWAYS_INLINE float dot_t(int n, const void *w, const float *x, const int t) {
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = vfmaq_f32(a0, load4(w, i, t), vld1q_f32(x + i));
+        a1 = vfmaq_f32(a1, load4(w, i + 4, t), vld1q_f32(x + i + 4));
+        a2 = vfmaq_f32(a2, load4(w, i + 8, t), vld1q_f32(x + i + 8));
+        a3 = vfmaq_f32(a3, load4(w, i + 12, t), vld1q_f32(x + i + 12));
+    }
+    for (; i + 4 <= n; i += 4)
+        a0 = vfmaq_f32(a0, load4(w, i, t), vld1q_f32(x + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+    for (; i < n; i++)
+        s += load1(w, i, t) * x[i];
+    return s;
+}
+
+float er_neon_dot_f32(int n, const void *w_row, const void *x_row) { return dot_t(n, w_row, x_row, T_F32); }
+float er_neon_dot_f16(int n, const void *w_row, const void *x_row) { return dot_t(n, w_row, x_row, T_F16); }
+float er_neon_dot_bf16(int n, const void *w_row, const void *x_row) { return dot_t(n, w_row, x_row, T_BF16); }
+
+static ALWAYS_INLINE void rows4_t(int n, const void *w, const unsigned char *x, size_t xs, float *out, const int t) {
+    const float *x0 = (const float *)(const void *)x, *x1 = (const float *)(const void *)(x + xs);
+    const float *x2 = (const float *)(const void *)(x + 2 * xs), *x3 = (const float *)(const void *)(x + 3 * xs);
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t wv = load4(w, i, t);
+        a0 = vfmaq_f32(a0, wv, vld1q_f32(x0 + i));
+        a1 = vfmaq_f32(a1, wv, vld1q_f32(x1 + i));
+        a2 = vfmaq_f32(a2, wv, vld1q_f32(x2 + i));
+        a3 = vfmaq_f32(a3, wv, vld1q_f32(x3 + i));
+    }
+    float s0 = vaddvq_f32(a0), s1 = vaddvq_f32(a1), s2 = vaddvq_f32(a2), s3 = vaddvq_f32(a3);
+    for (; i < n; i++) {
+        const float wv = load1(w, i, t);
+        s0 += wv * x0[i];
+        s1 += wv * x1[i];
+        s2 += wv * x2[i];
+        s3 += wv * x3[i];
+    }
+    out[0] = s0;
+    out[1] = s1;
+    out[2] = s2;
+    out[3] = s3;
+}
+
+/* Weight rows in ~128 KiB chunks (kept in L2), each meeting every tile of
+ * four activation rows: weights stream from memory once. */
+static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, const int t) {
+    const unsigned char *w = a->w, *x = a->x;
+    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
+    float out[4];
+    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
+        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
+        int b = 0;
+        for (; b + 4 <= a->m; b += 4)
+            for (int r = c0; r < c1; r++) {
+                rows4_t(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride, a->x_stride, out, t);
+                for (int k = 0; k < 4; k++)
+                    a->y[(size_t)(b + k) * a->y_stride + (size_t)r] = out[k];
+            }
+        for (; b < a->m; b++)
+            for (int r = c0; r < c1; r++)
+                a->y[(size_t)b * a->y_stride + (size_t)r] = dot_t(
+                    a->n, w + (size_t)r * a->w_row_bytes, (const float *)(const void *)(x + (size_t)b * a->x_stride), t);
+    }
+}
+
+void er_neon_matmul_f32(const er_matmul_args *a) { matmul_t(a, T_F32); }
+void er_neon_matmul_f16(const er_matmul_args *a) { matmul_t(a, T_F16); }
+void er_neon_matmul_bf16(const er_matmul_args *a) { matmul_t(a, T_BF16); }
+
+void er_neon_f32_to_f16(const float *x, er_f16 *y, int n) {
+    int i = 0;
+    /* FCVTN rounds to nearest even (the FPCR default) and quiets NaNs
+     * keeping the top payload bits: er_f32_to_f16's rule, bit for bit.
+     * Conversions ignore FZ16, so FTZ workers still produce subnormals. */
+    for (; i + 4 <= n; i += 4)
+        vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++)
+        y[i] = er_f32_to_f16(x[i]);
+}
+
+void er_neon_f16_to_f32(const er_f16 *x, float *y, int n) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
+    for (; i < n; i++)
+        y[i] = er_neon_h2f(x[i]);
+}
+
+void er_neon_dequant_f16(const void *src, float *dst, int n) { er_neon_f16_to_f32(src, dst, n); }
+
+void er_neon_dequant_bf16(const void *src, float *dst, int n) {
+    const uint16_t *s = src;
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(dst + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(s + i), 16)));
+    for (; i < n; i++)
+        dst[i] = er_bfloat_to_float(s[i]);
+}

@@ -1,0 +1,62 @@
+/*
+ * neon.h — the NEON kernels (internal): "neon" for baseline armv8-a and
+ * "neon-dotprod" for armv8.2-a+dotprod.
+ *
+ * q_neon.c is compiled twice: once for the baseline (widening multiplies,
+ * er_neon_* names) and once with -march=armv8.2-a+dotprod (SDOT, er_neondp_*
+ * names, chosen by __ARM_FEATURE_DOTPROD), so both tables share one source.
+ * The float and element-wise kernels need only baseline NEON and are shared
+ * by both tables (and by "sve").
+ */
+#ifndef ER_KERNELS_NEON_H
+#define ER_KERNELS_NEON_H
+
+#include "../kernels.h"
+
+#define ER_NEON_Q_DECL(p)                                                                                          \
+    float p##_dot_q8_0(int n, const void *w_row, const void *x_row);                                               \
+    float p##_dot_q4_0(int n, const void *w_row, const void *x_row);                                               \
+    float p##_dot_q4_k(int n, const void *w_row, const void *x_row);                                               \
+    float p##_dot_q5_k(int n, const void *w_row, const void *x_row);                                               \
+    float p##_dot_q6_k(int n, const void *w_row, const void *x_row);                                               \
+    void p##_matmul_q8_0(const er_matmul_args *a);                                                                 \
+    void p##_matmul_q4_0(const er_matmul_args *a);                                                                 \
+    void p##_matmul_q4_k(const er_matmul_args *a);                                                                 \
+    void p##_matmul_q5_k(const er_matmul_args *a);                                                                 \
+    void p##_matmul_q6_k(const er_matmul_args *a);
+
+ER_NEON_Q_DECL(er_neon)
+ER_NEON_Q_DECL(er_neondp)
+
+float er_neon_dot_f32(int n, const void *w_row, const void *x_row);
+float er_neon_dot_f16(int n, const void *w_row, const void *x_row);
+float er_neon_dot_bf16(int n, const void *w_row, const void *x_row);
+void er_neon_matmul_f32(const er_matmul_args *a);
+void er_neon_matmul_f16(const er_matmul_args *a);
+void er_neon_matmul_bf16(const er_matmul_args *a);
+void er_neon_dequant_f16(const void *src, float *dst, int n);
+void er_neon_dequant_bf16(const void *src, float *dst, int n);
+void er_neon_f32_to_f16(const float *x, er_f16 *y, int n);
+void er_neon_f16_to_f32(const er_f16 *x, float *y, int n);
+
+void er_neon_quantize_row_q8_0(const float *x, void *dst, int n);
+void er_neon_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+void er_neon_softmax(float *x, int n);
+void er_neon_silu_mul(float *g, const float *u, int n);
+void er_neon_add(float *y, const float *x, int n);
+void er_neon_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
+                       int n_kv, int head_dim, float scale, float *scores);
+
+#if defined(__ARM_NEON)
+#include <arm_neon.h>
+#include <string.h>
+
+/* IEEE half -> float with one FCVT (no +fp16 needed for conversions). */
+static inline float er_neon_h2f(er_f16 h) {
+    __fp16 v;
+    memcpy(&v, &h, sizeof v);
+    return (float)v;
+}
+#endif
+
+#endif

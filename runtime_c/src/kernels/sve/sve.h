@@ -1,0 +1,34 @@
+/*
+ * sve.h — the vector-length-agnostic SVE kernels (internal), compiled with
+ * -march=armv8.2-a+sve into their own library. Loops step by svcntb() /
+ * svcntw() with whilelt predicates, so one binary is correct at every
+ * vector length from 128 to 2048 bits (the tests run 128, 256, 512, 2048).
+ * The "sve" table overrides the dots and matmuls; element-wise kernels come
+ * from the NEON table, which every SVE core also runs.
+ */
+#ifndef ER_KERNELS_SVE_H
+#define ER_KERNELS_SVE_H
+
+#include "../kernels.h"
+
+unsigned er_sve_vector_bytes(void);
+
+float er_sve_dot_f32(int n, const void *w_row, const void *x_row);
+float er_sve_dot_f16(int n, const void *w_row, const void *x_row);
+float er_sve_dot_bf16(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q8_0(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q4_0(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q4_k(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q5_k(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q6_k(int n, const void *w_row, const void *x_row);
+
+void er_sve_matmul_f32(const er_matmul_args *a);
+void er_sve_matmul_f16(const er_matmul_args *a);
+void er_sve_matmul_bf16(const er_matmul_args *a);
+void er_sve_matmul_q8_0(const er_matmul_args *a);
+void er_sve_matmul_q4_0(const er_matmul_args *a);
+void er_sve_matmul_q4_k(const er_matmul_args *a);
+void er_sve_matmul_q5_k(const er_matmul_args *a);
+void er_sve_matmul_q6_k(const er_matmul_args *a);
+
+#endif

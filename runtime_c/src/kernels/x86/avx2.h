@@ -1,0 +1,76 @@
+/*
+ * avx2.h — the AVX2+FMA+F16C kernels (internal).
+ *
+ * The .c files beside this one are compiled with -mavx2 -mfma -mf16c into a
+ * separate static library, so their instructions exist only in functions the
+ * dispatcher reaches after cpuid and XCR0 said the CPU and OS support them.
+ * table_avx2.c (the table itself) is compiled for baseline x86-64 and only
+ * takes these functions' addresses. Include this header only from files
+ * built with those flags: its inline helpers use AVX2 intrinsics.
+ */
+#ifndef ER_KERNELS_AVX2_H
+#define ER_KERNELS_AVX2_H
+
+#include "../kernels.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+
+static inline float er_avx2_hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int32_t er_avx2_hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Signed int8 x signed int8 products summed in pairs to int16, via the
+ * unsigned x signed maddubs: |a| * (b with a's sign). No saturation while
+ * |a| <= 128 and |b| <= 127 (2 * 128 * 127 < 32767); Q8 activations never
+ * hold -128. */
+static inline __m256i er_avx2_mul_i8_pairs(__m256i a, __m256i b) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+/* The sum of 32 signed int8 products as eight int32 partial sums. */
+static inline __m256i er_avx2_dot_i8(__m256i a, __m256i b) {
+    return _mm256_madd_epi16(er_avx2_mul_i8_pairs(a, b), _mm256_set1_epi16(1));
+}
+#endif
+
+float er_avx2_dot_f32(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_f16(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_bf16(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q8_0(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q4_0(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q4_k(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q5_k(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q6_k(int n, const void *w_row, const void *x_row);
+
+void er_avx2_matmul_f32(const er_matmul_args *a);
+void er_avx2_matmul_f16(const er_matmul_args *a);
+void er_avx2_matmul_bf16(const er_matmul_args *a);
+void er_avx2_matmul_q8_0(const er_matmul_args *a);
+void er_avx2_matmul_q4_0(const er_matmul_args *a);
+void er_avx2_matmul_q4_k(const er_matmul_args *a);
+void er_avx2_matmul_q5_k(const er_matmul_args *a);
+void er_avx2_matmul_q6_k(const er_matmul_args *a);
+
+void er_avx2_quantize_row_q8_0(const float *x, void *dst, int n);
+void er_avx2_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+void er_avx2_softmax(float *x, int n);
+void er_avx2_silu_mul(float *g, const float *u, int n);
+void er_avx2_add(float *y, const float *x, int n);
+void er_avx2_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
+                       int n_kv, int head_dim, float scale, float *scores);
+void er_avx2_f32_to_f16(const float *x, er_f16 *y, int n);
+void er_avx2_f16_to_f32(const er_f16 *x, float *y, int n);
+void er_avx2_dequant_f16(const void *src, float *dst, int n);
+
+#endif

@@ -1,0 +1,207 @@
+/*
+ * ew_avx2.c — element-wise kernels, AVX2+FMA: rmsnorm, softmax, silu-mul,
+ * add, attention, and the Q8_0 activation quantizer.
+ */
+#include "avx2.h"
+#include "edgerun.h" /* ER_KV_F16 */
+
+#include <math.h>
+
+/*
+ * e^x to ~2 ulp: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7
+ * Taylor polynomial (remainder < 6e-9 relative), times 2^n applied as two
+ * factors 2^(n/2) * 2^(n - n/2) so results that overflow become inf and
+ * results that underflow become 0 (or denormal) by plain float arithmetic,
+ * with no range special cases. The clamp only keeps n a sane integer; NaN
+ * passes through (max/min return their second operand on NaN).
+ */
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(100.0f), _mm256_max_ps(_mm256_set1_ps(-110.0f), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+void er_avx2_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+    if (n <= 0)
+        return;
+    /* squares in float, sums in double: generic's arithmetic in another
+     * order, so the mean (rounded to float) almost always matches exactly */
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 sq = _mm256_mul_ps(v, v);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(s0, s1));
+    double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (int j = i; j < n; j++)
+        ss += (double)(x[j] * x[j]);
+    const float mean = (float)(ss / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    const __m256 sv = _mm256_set1_ps(scale);
+    i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(w + i)));
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+void er_avx2_softmax(float *x, int n) {
+    if (n <= 0)
+        return;
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        mv = _mm256_max_ps(_mm256_loadu_ps(x + i), mv);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, mv);
+    float mx = lanes[0];
+    for (int k = 1; k < 8; k++)
+        mx = lanes[k] > mx ? lanes[k] : mx;
+    for (; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    if (mx == -INFINITY) {
+        for (i = 0; i < n; i++)
+            x[i] = 0.0f;
+        return;
+    }
+    const __m256 m8 = _mm256_set1_ps(mx);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m8));
+        _mm256_storeu_ps(x + i, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double dl[4];
+    _mm256_storeu_pd(dl, _mm256_add_pd(s0, s1));
+    double sum = (dl[0] + dl[1]) + (dl[2] + dl[3]);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    const __m256 iv = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+    for (; i < n; i++)
+        x[i] *= inv;
+}
+
+void er_avx2_silu_mul(float *g, const float *u, int n) {
+    int i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(g + i);
+        const __m256 e = exp8(_mm256_xor_ps(v, neg));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(v, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void er_avx2_add(float *y, const float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] += x[i];
+}
+
+void er_avx2_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
+                       int n_kv, int head_dim, float scale, float *scores) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? 2 : 4;
+    const unsigned char *kb = k, *vb = v;
+    for (int t = 0; t < n_kv; t++) {
+        const void *kr = kb + (size_t)t * kv_stride * esz;
+        scores[t] = scale * (f16 ? er_avx2_dot_f16(head_dim, kr, q) : er_avx2_dot_f32(head_dim, kr, q));
+    }
+    er_avx2_softmax(scores, n_kv);
+    if (head_dim <= 0)
+        return;
+    for (int j = 0; j < head_dim; j++)
+        out[j] = 0.0f;
+    for (int t = 0; t < n_kv; t++) {
+        const __m256 p = _mm256_set1_ps(scores[t]);
+        const unsigned char *vr = vb + (size_t)t * kv_stride * esz;
+        int j = 0;
+        if (f16) {
+            const er_f16 *h = (const er_f16 *)(const void *)vr;
+            for (; j + 8 <= head_dim; j += 8) {
+                const __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(h + j)));
+                _mm256_storeu_ps(out + j, _mm256_fmadd_ps(p, vv, _mm256_loadu_ps(out + j)));
+            }
+            for (; j < head_dim; j++)
+                out[j] += scores[t] * _cvtsh_ss(h[j]);
+        } else {
+            const float *f = (const float *)(const void *)vr;
+            for (; j + 8 <= head_dim; j += 8)
+                _mm256_storeu_ps(out + j, _mm256_fmadd_ps(p, _mm256_loadu_ps(f + j), _mm256_loadu_ps(out + j)));
+            for (; j < head_dim; j++)
+                out[j] += scores[t] * f[j];
+        }
+    }
+}
+
+/* roundf (half away from zero) built from truncation: exact for |v| < 2^23. */
+static inline __m256 round_away(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    const __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
+    const __m256 bump = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                      _mm256_or_ps(_mm256_set1_ps(1.0f), sign));
+    return _mm256_add_ps(t, bump);
+}
+
+void er_avx2_quantize_row_q8_0(const float *x, void *dst, int n) {
+    er_block_q8_0 *y = dst;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int i = 0; i < n / ER_QK8_0; i++) {
+        const float *xb = x + (size_t)i * ER_QK8_0;
+        __m256 v[4], am = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xb + 8 * k);
+            /* (new, acc): a NaN element leaves the running max alone, like
+             * generic's `a > amax ? a : amax` */
+            am = _mm256_max_ps(_mm256_and_ps(v[k], absmask), am);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = er_f32_to_f16(d);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            __m256 r = round_away(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
+            r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q)); /* NaN -> 0 */
+            r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+            q[k] = _mm256_cvttps_epi32(r);
+        }
+        /* packs interleave the 128-bit lanes; the permute restores order */
+        const __m256i p16a = _mm256_packs_epi32(q[0], q[1]), p16b = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        const __m256i ord = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)y[i].qs, ord);
+    }
+}

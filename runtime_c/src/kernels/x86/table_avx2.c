@@ -1,0 +1,64 @@
+/*
+ * table_avx2.c — the "avx2" kernel table. Compiled for baseline x86-64 (it
+ * only stores addresses), so merely linking the AVX2 library never executes
+ * an AVX instruction on a CPU without it. Rope stays generic: it is a few
+ * hundred transcendental calls per token, not worth a vector version.
+ */
+#include "avx2.h"
+#include "../generic/generic.h"
+
+static const er_kernels k_avx2 = {
+    .name = "avx2",
+    .act_kind = {
+        [ER_W_F32] = ER_ACT_F32,
+        [ER_W_F16] = ER_ACT_F32,
+        [ER_W_BF16] = ER_ACT_F32,
+        [ER_W_Q8_0] = ER_ACT_Q8_0,
+        [ER_W_Q4_0] = ER_ACT_Q8_0,
+        [ER_W_Q4_K] = ER_ACT_Q8_K,
+        [ER_W_Q5_K] = ER_ACT_Q8_K,
+        [ER_W_Q6_K] = ER_ACT_Q8_K,
+    },
+    .vec_dot = {
+        [ER_W_F32] = er_avx2_dot_f32,
+        [ER_W_F16] = er_avx2_dot_f16,
+        [ER_W_BF16] = er_avx2_dot_bf16,
+        [ER_W_Q8_0] = er_avx2_dot_q8_0,
+        [ER_W_Q4_0] = er_avx2_dot_q4_0,
+        [ER_W_Q4_K] = er_avx2_dot_q4_k,
+        [ER_W_Q5_K] = er_avx2_dot_q5_k,
+        [ER_W_Q6_K] = er_avx2_dot_q6_k,
+    },
+    .matmul = {
+        [ER_W_F32] = er_avx2_matmul_f32,
+        [ER_W_F16] = er_avx2_matmul_f16,
+        [ER_W_BF16] = er_avx2_matmul_bf16,
+        [ER_W_Q8_0] = er_avx2_matmul_q8_0,
+        [ER_W_Q4_0] = er_avx2_matmul_q4_0,
+        [ER_W_Q4_K] = er_avx2_matmul_q4_k,
+        [ER_W_Q5_K] = er_avx2_matmul_q5_k,
+        [ER_W_Q6_K] = er_avx2_matmul_q6_k,
+    },
+    .dequant_row = {
+        [ER_W_F32] = er_gen_dequant_f32,
+        [ER_W_F16] = er_avx2_dequant_f16,
+        [ER_W_BF16] = er_gen_dequant_bf16,
+        [ER_W_Q8_0] = er_gen_dequant_q8_0,
+        [ER_W_Q4_0] = er_gen_dequant_q4_0,
+        [ER_W_Q4_K] = er_gen_dequant_q4_k,
+        [ER_W_Q5_K] = er_gen_dequant_q5_k,
+        [ER_W_Q6_K] = er_gen_dequant_q6_k,
+    },
+    .quantize_row_q8_0 = er_avx2_quantize_row_q8_0,
+    .quantize_row_q8_k = er_gen_quantize_row_q8_k,
+    .rmsnorm = er_avx2_rmsnorm,
+    .rope = er_gen_rope,
+    .softmax = er_avx2_softmax,
+    .silu_mul = er_avx2_silu_mul,
+    .add = er_avx2_add,
+    .attention = er_avx2_attention,
+    .f32_to_f16 = er_avx2_f32_to_f16,
+    .f16_to_f32 = er_avx2_f16_to_f32,
+};
+
+const er_kernels *er_kernels_avx2(void) { return &k_avx2; }
