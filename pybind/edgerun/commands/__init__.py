@@ -1,0 +1,44 @@
+"""One module per `edgerun` verb; each has register(subparsers) and main(args).
+
+Helpers shared by the verbs that open a model live here so the options mean
+the same thing everywhere.
+"""
+import argparse
+import os
+
+
+def human_bytes(n):
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def default_threads():
+    # More threads than cores only adds contention; beyond 4 the small models
+    # we target stop scaling on the boards we run on.
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def add_model_options(p, isa_flag="--isa"):
+    """--ctx/--threads/--batch/--kv-type/--isa, as er_options takes them."""
+    g = p.add_argument_group("model options")
+    g.add_argument("--ctx", type=int, default=0, metavar="N",
+                   help="context length (default: the model's, at most 2048)")
+    g.add_argument("--threads", "-t", type=int, default=default_threads(), metavar="N",
+                   help="worker threads (default: %(default)s)")
+    g.add_argument("--batch", type=int, default=0, metavar="N", help="prefill chunk in tokens (default 64)")
+    g.add_argument("--kv-type", choices=("f32", "f16"), default="f32", help="KV cache element type")
+    g.add_argument(isa_flag, dest="isa", default=None, metavar="NAME",
+                   help="force a kernel table (generic, avx2, neon, ...)")
+
+
+def model_kwargs(args):
+    return {"n_ctx": args.ctx, "n_threads": args.threads, "n_batch": args.batch,
+            "kv_type": args.kv_type, "isa": args.isa}
+
+
+def formatter():
+    return argparse.RawDescriptionHelpFormatter

@@ -1,0 +1,386 @@
+"""edgerun.Model: one opened GGUF model and the generation loop around the C session API.
+
+Each generate()/logits() call takes a fresh session slot (KV cache, history and
+RNG live in the model's arena) and gives it back when done, so calls never see
+each other's state and the same seed always gives the same tokens.
+"""
+import os
+import pathlib
+import time
+
+import numpy as np
+
+from . import errors
+from ._ffi import check, ffi, lib
+
+_HERE = pathlib.Path(__file__).resolve().parent
+DEFAULT_MODEL_NAME = "edgerun-add.gguf"
+ARENA_ALIGN = 64          # er_options.arena must be aligned to this (ER_ARENA_ALIGN)
+_KV_TYPES = {"f32": 0, "f16": 1}
+_ER_ECONTEXT = -7
+
+
+def default_model_path():
+    """The embedded default model: installed in the package, or models/ of a checkout."""
+    for p in (_HERE / "models" / DEFAULT_MODEL_NAME, _HERE.parent.parent / "models" / DEFAULT_MODEL_NAME):
+        if p.exists():
+            return p
+    raise errors.FileAccessError(
+        f"the embedded default model {DEFAULT_MODEL_NAME} is not installed; pass a model path, "
+        "or train it with `python scripts/train_default_model.py` in a checkout", -2)
+
+
+def aligned_buffer(nbytes):
+    """A writable numpy uint8 buffer of exactly `nbytes` whose address is
+    64-byte aligned, as a caller-provided arena must be."""
+    raw = np.zeros(nbytes + ARENA_ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % ARENA_ALIGN
+    return raw[off:off + nbytes]
+
+
+def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=None, arena=None):
+    """(er_options*, objects that must stay alive while the options are in use)."""
+    opts = ffi.new("er_options *")
+    check(lib.er_options_default(opts))
+    keep = [opts]
+    for name, v in (("n_ctx", n_ctx), ("n_threads", n_threads), ("n_batch", n_batch), ("n_sessions", n_sessions)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0 or v > 2**31 - 1:
+            raise errors.InvalidArgumentError(f"{name} must be a non-negative integer, got {v!r}", -1)
+        setattr(opts, name, int(v))
+    if kv_type not in _KV_TYPES:
+        raise errors.InvalidArgumentError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}", -1)
+    opts.kv_type = _KV_TYPES[kv_type]
+    if isa:
+        s = ffi.new("char[]", isa.encode())
+        keep.append(s)
+        opts.isa = s
+    if arena is not None:
+        try:
+            buf = ffi.from_buffer(arena, require_writable=True)
+        except (TypeError, BufferError) as e:
+            raise errors.InvalidArgumentError(
+                f"arena must be a writable buffer (bytearray, numpy array): {e}", -1) from None
+        addr = int(ffi.cast("uintptr_t", buf))
+        if addr % ARENA_ALIGN:
+            raise errors.InvalidArgumentError(
+                f"arena buffer address is not {ARENA_ALIGN}-byte aligned; allocate it with "
+                "edgerun.aligned_buffer(nbytes)", -1)
+        keep += [arena, buf]
+        opts.arena = buf
+        opts.arena_bytes = len(buf)
+    return opts, keep
+
+
+def _plan_dict(rep):
+    sections = []
+    for i in range(rep.n_sections):
+        s = rep.sections[i]
+        sections.append({"name": ffi.string(s.name).decode(), "bytes": int(s.bytes), "used": int(s.used),
+                         "persistent": bool(s.persistent)})
+    return {"sections": sections, "total_bytes": int(rep.total_bytes), "n_ctx": int(rep.n_ctx),
+            "n_batch": int(rep.n_batch), "n_threads": int(rep.n_threads), "n_sessions": int(rep.n_sessions),
+            "kv_type": {v: k for k, v in _KV_TYPES.items()}.get(int(rep.kv_type), str(rep.kv_type))}
+
+
+def _path_arg(path):
+    if path is None:
+        return default_model_path()
+    p = pathlib.Path(os.fspath(path))
+    if not p.exists():
+        raise errors.FileAccessError(f"{p}: no such model file; check the path", -2)
+    return p
+
+
+def plan(path=None, **options):
+    """The arena plan for opening `path` with `options` (as Model takes), computed
+    without allocating the arena."""
+    p = _path_arg(path)
+    opts, _keep = _options(**options)
+    rep = ffi.new("er_plan_report *")
+    check(lib.er_plan(str(p).encode(), opts, rep))
+    return _plan_dict(rep)
+
+
+class Model:
+    """An opened GGUF model. Use as a context manager or call close()."""
+
+    def __init__(self, path=None, n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32",
+                 isa=None, arena=None):
+        self._ptr = None
+        self._sessions = set()
+        self.path = _path_arg(path)
+        opts, self._keep = _options(n_ctx, n_threads, n_batch, n_sessions, kv_type, isa, arena)
+        out = ffi.new("er_model **")
+        check(lib.er_model_open(str(self.path).encode(), opts, out))
+        self._ptr = out[0]
+        hp = ffi.new("er_hparams *")
+        check(lib.er_model_hparams(self._ptr, hp))
+        self._hparams = {
+            "arch": ffi.string(hp.arch).decode(), "name": ffi.string(hp.name).decode("utf-8", "replace"),
+            "n_vocab": hp.n_vocab, "n_embd": hp.n_embd, "n_layer": hp.n_layer, "n_head": hp.n_head,
+            "n_head_kv": hp.n_head_kv, "n_ff": hp.n_ff, "n_ctx_train": hp.n_ctx_train, "head_dim": hp.head_dim,
+            "rope_freq_base": float(hp.rope_freq_base), "rms_eps": float(hp.rms_eps),
+            "tied_output": bool(hp.tied_output), "has_qkv_bias": bool(hp.has_qkv_bias),
+            "n_params": int(hp.n_params), "weight_bytes": int(hp.weight_bytes),
+        }
+        self.n_vocab = int(hp.n_vocab)
+        self._vocab = lib.er_model_vocab(self._ptr)
+        if self._vocab == ffi.NULL:
+            self._vocab = None
+        self._tokenizer = None
+        self._stats = {}
+        self.n_ctx = self.plan()["n_ctx"]
+
+    # ------------------------------------------------------------ lifetime
+    def close(self):
+        if self._ptr is not None:
+            if self._tokenizer is not None:
+                self._tokenizer.close()     # its vocab lives in our arena
+            for s in list(self._sessions):
+                lib.er_session_free(s)
+            self._sessions.clear()
+            lib.er_model_close(self._ptr)
+            self._ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _live(self):
+        if self._ptr is None:
+            raise errors.StateError("the model is closed; open a new edgerun.Model", -10)
+        return self._ptr
+
+    def __repr__(self):
+        state = "closed" if self._ptr is None else f"n_ctx={self.n_ctx}"
+        return f"<edgerun.Model {self.path.name} {self._hparams['arch']} {state}>"
+
+    # ------------------------------------------------------------ facts
+    @property
+    def hparams(self):
+        return dict(self._hparams)
+
+    @property
+    def isa(self):
+        return ffi.string(lib.er_model_isa(self._live())).decode()
+
+    @property
+    def isa_reason(self):
+        return ffi.string(lib.er_model_isa_reason(self._live())).decode()
+
+    def tensors(self):
+        m = self._live()
+        out = []
+        info = ffi.new("er_tensor_info *")
+        for i in range(check(lib.er_model_n_tensors(m))):
+            check(lib.er_model_tensor(m, i, info))
+            out.append({"name": ffi.string(info.name).decode("utf-8", "replace"),
+                        "type": ffi.string(info.type_name).decode(), "type_id": int(info.type),
+                        "shape": [int(info.ne[d]) for d in range(info.n_dims)],
+                        "offset": int(info.offset), "nbytes": int(info.nbytes)})
+        return out
+
+    def plan(self):
+        """The arena plan the model was opened with; `used` holds high-water marks."""
+        rep = ffi.new("er_plan_report *")
+        check(lib.er_model_arena(self._live(), rep))
+        return _plan_dict(rep)
+
+    @property
+    def tokenizer(self):
+        if self._vocab is None:
+            return None
+        if self._tokenizer is None:
+            from .tokenizer import Tokenizer
+            self._tokenizer = Tokenizer._from_vocab(self._vocab, self)
+        return self._tokenizer
+
+    def stats(self):
+        """Figures of the last generate(): timings, token counts, why it stopped, arena use."""
+        s = dict(self._stats)
+        p = self.plan()
+        s["arena"] = {sec["name"]: {"bytes": sec["bytes"], "used": sec["used"]} for sec in p["sections"]}
+        s["arena_total"] = p["total_bytes"]
+        return s
+
+    # ------------------------------------------------------------ tokens
+    def _encode(self, text, add_special):
+        if self._vocab is None:
+            raise errors.UnsupportedError(
+                f"{self.path.name} has no tokenizer; pass a list of token ids instead of text", -4)
+        return self.tokenizer.encode(text, add_special=add_special)
+
+    def _session(self):
+        out = ffi.new("er_session **")
+        check(lib.er_session_new(self._live(), out))
+        self._sessions.add(out[0])
+        return out[0]
+
+    def _free(self, s):
+        if s in self._sessions:
+            self._sessions.discard(s)
+            lib.er_session_free(s)
+
+    def logits(self, ids):
+        """Float32 logits (len(ids), n_vocab) after every token, from position 0."""
+        ids = self._ids(ids)
+        out = np.empty((len(ids), self.n_vocab), dtype=np.float32)
+        arr = ffi.new("int32_t[]", ids)
+        s = self._session()
+        try:
+            check(lib.er_decode_all(s, arr, len(ids), ffi.cast("float *", ffi.from_buffer(out)), out.size))
+        finally:
+            self._free(s)
+        return out
+
+    def _ids(self, ids):
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise errors.InvalidArgumentError("the prompt is empty; pass at least one token", -1)
+        bad = [i for i in ids if not 0 <= i < self.n_vocab]
+        if bad:
+            raise errors.InvalidArgumentError(
+                f"token id {bad[0]} is out of range for a vocabulary of {self.n_vocab}", -1)
+        if len(ids) > self.n_ctx:
+            raise errors.ContextFullError(
+                f"the prompt has {len(ids)} tokens but the context holds {self.n_ctx}; "
+                f"shorten the prompt or open the model with a larger n_ctx", -7)
+        return ids
+
+    # ------------------------------------------------------------ generation
+    def generate(self, prompt, max_tokens=64, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
+                 repeat_penalty=1.0, repeat_last_n=0, seed=None, stream=False, stop=None,
+                 stop_at_eos=True, add_special=True):
+        """Continues `prompt` (text, or a list of token ids).
+
+        Text in -> text out (str, or str pieces with stream=True); ids in -> ids out.
+        Stops at max_tokens, at an end-of-generation token (stop_at_eos), at any
+        string in `stop` (text prompts; the stop string is not returned), or when
+        the context is full (stats()["stopped"] says which).
+        """
+        text_mode = isinstance(prompt, str)
+        if stop and not text_mode:
+            raise errors.InvalidArgumentError("stop strings need a text prompt; with ids, stop on ids yourself", -1)
+        if isinstance(stop, str):
+            stop = [stop]
+        if max_tokens < 0:
+            raise errors.InvalidArgumentError(f"max_tokens must be >= 0, got {max_tokens}", -1)
+        ids = self._ids(self._encode(prompt, add_special) if text_mode else prompt)
+        params = ffi.new("er_sampling *")
+        check(lib.er_sampling_default(params))
+        params.temperature = float(temperature)
+        params.top_k = int(top_k)
+        params.top_p = float(top_p)
+        params.min_p = float(min_p)
+        params.repeat_penalty = float(repeat_penalty)
+        params.repeat_last_n = int(repeat_last_n)
+        gen = self._run(ids, max_tokens, params, seed, stop_at_eos)
+        if text_mode:
+            gen = self._text(gen, stop or [])
+        if stream:
+            return gen
+        out = list(gen)
+        return "".join(out) if text_mode else out
+
+    def _run(self, ids, max_tokens, params, seed, stop_at_eos):
+        """Yields generated ids; records stats as it goes."""
+        st = {"n_prompt": len(ids), "n_generated": 0, "stopped": "max_tokens", "ttft_ms": 0.0,
+              "prefill_ms": 0.0, "decode_ms": 0.0, "prefill_tokens_per_s": 0.0, "decode_tokens_per_s": 0.0}
+        self._stats = st
+        s = self._session()
+        try:
+            if seed is not None:
+                check(lib.er_session_seed(s, int(seed) & 0xFFFFFFFFFFFFFFFF))
+            arr = ffi.new("int32_t[]", ids)
+            t0 = time.perf_counter()
+            check(lib.er_decode(s, arr, len(ids), ffi.NULL))
+            t1 = time.perf_counter()
+            st["prefill_ms"] = (t1 - t0) * 1e3
+            st["prefill_tokens_per_s"] = len(ids) / max(t1 - t0, 1e-9)
+            tok = ffi.new("int32_t *")
+            one = ffi.new("int32_t[1]")
+            n_decoded, decode_s = 0, 0.0
+            for i in range(max_tokens):
+                check(lib.er_sample(s, params, tok))
+                t = int(tok[0])
+                if i == 0:
+                    st["ttft_ms"] = (time.perf_counter() - t0) * 1e3
+                if stop_at_eos and self._vocab is not None and lib.er_vocab_is_eog(self._vocab, t):
+                    st["stopped"] = "eos"
+                    return
+                st["n_generated"] += 1
+                yield t
+                if i + 1 == max_tokens:
+                    break   # the last token needs no forward pass
+                one[0] = t
+                ta = time.perf_counter()
+                rc = lib.er_decode(s, one, 1, ffi.NULL)
+                if rc == _ER_ECONTEXT:
+                    st["stopped"] = "context"
+                    return
+                check(rc)
+                decode_s += time.perf_counter() - ta
+                n_decoded += 1
+                st["decode_ms"] = decode_s * 1e3
+                st["decode_tokens_per_s"] = n_decoded / max(decode_s, 1e-9)
+        finally:
+            self._free(s)
+
+    def _text(self, id_gen, stops):
+        """Turns ids into text pieces with the streaming detokenizer (a UTF-8
+        character split across tokens comes out whole), and cuts at stop strings,
+        holding back any tail that could still grow into one."""
+        dec = self.tokenizer.stream_decoder()
+        pending = ""
+        longest = max((len(x) for x in stops), default=0)
+
+        def step(piece):
+            nonlocal pending
+            pending += piece
+            for x in stops:
+                k = pending.find(x)
+                if k >= 0:
+                    return pending[:k], True
+            keep = 0
+            for x in stops:
+                for j in range(min(len(x) - 1, len(pending)), 0, -1):
+                    if pending.endswith(x[:j]):
+                        keep = max(keep, j)
+                        break
+            out = pending[:len(pending) - keep] if keep else pending
+            pending = pending[len(out):]
+            return out, False
+
+        for t in id_gen:
+            piece = dec.feed(t)
+            if not longest:
+                if piece:
+                    yield piece
+                continue
+            out, hit = step(piece)
+            if hit:
+                self._stats["stopped"] = "stop"
+                id_gen.close()
+            if out:
+                yield out
+            if hit:
+                return
+        tail = dec.flush()
+        if longest:
+            out, hit = step(tail)
+            if hit:
+                self._stats["stopped"] = "stop"
+                if out:
+                    yield out
+                return
+            tail = out + pending
+        if tail:
+            yield tail
