@@ -1,0 +1,364 @@
+"""Tokenizer metadata for GGUF files, from a Hugging Face model folder.
+
+`edgerun convert` calls ``add_tokenizer(writer, hf_dir)``; tests call
+``tokenizer_kv(hf_dir)`` to see the keys, or ``write_vocab_gguf(hf_dir, path)``
+for a vocabulary-only file.
+
+Two sources, tried in this order:
+  - ``tokenizer.json`` whose model is byte-level BPE (GPT-2, Llama 3, Qwen2, ...)
+    -> ``tokenizer.ggml.model = "gpt2"`` with merges, the pre-tokenizer name
+    identified from the file's pre_tokenizer (see PRE_TOKENIZERS), NFC when the
+    file normalizes, and ``ignore_merges`` as the model says;
+  - ``tokenizer.model`` (a SentencePiece BPE model, read directly from its
+    protobuf) -> ``tokenizer.ggml.model = "llama"`` with scores, piece types,
+    ``add_space_prefix`` and ``remove_extra_whitespaces`` from its normalizer.
+
+Besides llama.cpp's keys we write ``tokenizer.ggml.normalizer`` ("none"/"nfc"),
+``tokenizer.ggml.ignore_merges`` and ``tokenizer.ggml.remove_extra_whitespaces``
+so that the runtime reproduces Hugging Face / sentencepiece exactly; readers
+that do not know them ignore them. Anything we cannot reproduce exactly
+(Unigram models, other normalizers, unknown pre-tokenizer regexes) is refused
+with an error saying what it was, rather than converted approximately.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+
+from gguf import GGUFValueType as T
+
+# GGUF token types (llama.cpp numbering).
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+
+class TokenizerConversionError(ValueError):
+    """The folder's tokenizer cannot be converted exactly."""
+
+
+# ---------------------------------------------------------------- pre-tokenizers
+
+GPT2_RE = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+             r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+            r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Llama 3's regex as some exports spell it (without the inline case flag).
+LLAMA3_RE_CASED = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|"
+                   r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+DS_CODER = ["[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", r"\p{N}"]
+
+# A pre_tokenizer is reduced to a tuple of stages (see _stages); each known
+# tuple names the pre-tokenizer the runtime implements for it.
+PRE_TOKENIZERS = {
+    (("bytelevel", True),): "gpt-2",
+    (("split", GPT2_RE), ("bytelevel", False)): "gpt-2",
+    (("split", LLAMA3_RE), ("bytelevel", False)): "llama-bpe",
+    (("split", LLAMA3_RE_CASED), ("bytelevel", False)): "llama-bpe",
+    (("split", QWEN2_RE), ("bytelevel", False)): "qwen2",
+    (("digits", True), ("bytelevel", True)): "starcoder",
+    tuple(("split", r) for r in DS_CODER) + (("bytelevel", False),): "deepseek-coder",
+}
+
+
+def _stages(pre):
+    if pre is None:
+        raise TokenizerConversionError("tokenizer.json has no pre_tokenizer: not a byte-level BPE tokenizer")
+    kind = pre.get("type")
+    if kind == "Sequence":
+        out = []
+        for p in pre["pretokenizers"]:
+            out.extend(_stages(p))
+        return tuple(out)
+    if kind == "ByteLevel":
+        if pre.get("add_prefix_space"):
+            raise TokenizerConversionError("ByteLevel pre-tokenizer with add_prefix_space=true is not supported")
+        return (("bytelevel", bool(pre.get("use_regex", True))),)
+    if kind == "Split":
+        pat = pre.get("pattern", {})
+        if pre.get("behavior", "").lower() != "isolated" or pre.get("invert"):
+            raise TokenizerConversionError(f"Split pre-tokenizer with behavior={pre.get('behavior')!r} "
+                                           f"invert={pre.get('invert')!r} is not supported")
+        if "Regex" in pat:
+            return (("split", pat["Regex"]),)
+        raise TokenizerConversionError(f"Split pre-tokenizer on a plain string {pat!r} is not supported")
+    if kind == "Digits":
+        return (("digits", bool(pre.get("individual_digits"))),)
+    raise TokenizerConversionError(f"pre-tokenizer type {kind!r} is not supported")
+
+
+def identify_pre(pre_tokenizer: dict) -> str:
+    """The GGUF `tokenizer.ggml.pre` name for a tokenizer.json pre_tokenizer."""
+    st = _stages(pre_tokenizer)
+    name = PRE_TOKENIZERS.get(st)
+    if name is None:
+        raise TokenizerConversionError(
+            "unknown pre-tokenizer (no edgerun splitter reproduces it exactly): "
+            + json.dumps(pre_tokenizer)[:400])
+    return name
+
+
+# ---------------------------------------------------------------- tokenizer.json
+
+
+def _token_name(v):
+    if isinstance(v, dict):
+        return v.get("content")
+    return v
+
+
+def _special_ids(hf_dir, vocab_lookup):
+    """bos/eos/unk/pad ids named in tokenizer_config.json / special_tokens_map.json."""
+    out = {}
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        p = hf_dir / name
+        if not p.exists():
+            continue
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+        for key in ("bos", "eos", "unk", "pad"):
+            tok = _token_name(cfg.get(f"{key}_token"))
+            if key not in out and tok is not None and tok in vocab_lookup:
+                out[key] = vocab_lookup[tok]
+    return out
+
+
+def _template_specials(post):
+    """(add_bos, add_eos, bos_id, eos_id) from a TemplateProcessing post-processor."""
+    if post is None:
+        return False, False, None, None
+    if post.get("type") == "Sequence":
+        res = (False, False, None, None)
+        for p in post.get("processors", []):
+            r = _template_specials(p)
+            if r[0] or r[1]:
+                res = r
+        return res
+    if post.get("type") != "TemplateProcessing":
+        return False, False, None, None
+    single = post.get("single", [])
+    specials = post.get("special_tokens", {})
+
+    def sid(item):
+        name = item["SpecialToken"]["id"]
+        ids = specials.get(name, {}).get("ids", [])
+        return ids[0] if ids else None
+
+    add_bos = bool(single) and "SpecialToken" in single[0]
+    add_eos = bool(single) and "SpecialToken" in single[-1] and len(single) > 1
+    return add_bos, add_eos, sid(single[0]) if add_bos else None, sid(single[-1]) if add_eos else None
+
+
+def _bpe_kv(hf_dir, tj):
+    model = tj["model"]
+    if model.get("type") != "BPE":
+        raise TokenizerConversionError(f"tokenizer.json model {model.get('type')!r} is not supported "
+                                       "(byte-level BPE only; SentencePiece models via tokenizer.model)")
+    if model.get("byte_fallback") or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        raise TokenizerConversionError("BPE with byte_fallback / subword prefixes is not byte-level BPE")
+    if (tj.get("decoder") or {}).get("type") not in ("ByteLevel", None):
+        raise TokenizerConversionError(f"decoder {tj['decoder'].get('type')!r} is not byte-level")
+    pre = identify_pre(tj.get("pre_tokenizer"))
+    norm = tj.get("normalizer")
+    if norm is None:
+        normalizer = "none"
+    elif norm.get("type") == "NFC":
+        normalizer = "nfc"
+    elif norm.get("type") == "Sequence" and not norm.get("normalizers"):
+        normalizer = "none"
+    else:
+        raise TokenizerConversionError(f"normalizer {json.dumps(norm)[:200]} is not supported (none, NFC)")
+
+    vocab = dict(model["vocab"])
+    added = tj.get("added_tokens", [])
+    n = max([*vocab.values(), *(a["id"] for a in added)]) + 1
+    tokens = [None] * n
+    types = [NORMAL] * n
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    for a in added:
+        tokens[a["id"]] = a["content"]
+        types[a["id"]] = CONTROL if a.get("special") else USER_DEFINED
+    for i in range(n):
+        if tokens[i] is None:  # holes in the id space: unreachable placeholders
+            tokens[i] = f"[PAD{i}]"
+            types[i] = UNUSED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+
+    lookup = {t: i for i, t in enumerate(tokens)}
+    ids = _special_ids(hf_dir, lookup)
+    add_bos, add_eos, tb, te = _template_specials(tj.get("post_processor"))
+    if tb is not None:
+        ids.setdefault("bos", tb)
+    if te is not None:
+        ids.setdefault("eos", te)
+
+    kv = [
+        ("tokenizer.ggml.model", "gpt2", T.STRING),
+        ("tokenizer.ggml.pre", pre, T.STRING),
+        ("tokenizer.ggml.tokens", tokens, T.ARRAY),
+        ("tokenizer.ggml.token_type", types, T.ARRAY),
+        ("tokenizer.ggml.merges", merges, T.ARRAY),
+        ("tokenizer.ggml.normalizer", normalizer, T.STRING),
+        ("tokenizer.ggml.ignore_merges", bool(model.get("ignore_merges", False)), T.BOOL),
+        ("tokenizer.ggml.add_bos_token", add_bos, T.BOOL),
+        ("tokenizer.ggml.add_eos_token", add_eos, T.BOOL),
+    ]
+    return kv + _id_kv(ids)
+
+
+def _id_kv(ids):
+    names = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "pad": "padding_token_id"}
+    return [(f"tokenizer.ggml.{names[k]}", int(v), T.UINT32) for k, v in ids.items() if v is not None and v >= 0]
+
+
+# ---------------------------------------------------------------- tokenizer.model
+
+
+def _varint(b, i):
+    r = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        r |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return r, i
+
+
+def _fields(b):
+    """Protobuf wire fields of one message: [(field, wire type, value)]."""
+    i, out = 0, []
+    while i < len(b):
+        key, i = _varint(b, i)
+        f, t = key >> 3, key & 7
+        if t == 0:
+            v, i = _varint(b, i)
+        elif t == 1:
+            v, i = b[i:i + 8], i + 8
+        elif t == 2:
+            ln, i = _varint(b, i)
+            v, i = b[i:i + ln], i + ln
+        elif t == 5:
+            v, i = b[i:i + 4], i + 4
+        else:
+            raise TokenizerConversionError(f"tokenizer.model: unsupported protobuf wire type {t}")
+        out.append((f, t, v))
+    return out
+
+
+def read_sentencepiece(path: pathlib.Path) -> dict:
+    """The parts of a SentencePiece ModelProto the runtime needs (no protobuf package)."""
+    import struct
+
+    data = path.read_bytes()
+    pieces, trainer, norm = [], {}, {}
+    for f, t, v in _fields(data):
+        if f == 1 and t == 2:  # SentencePiece {piece=1, score=2, type=3}
+            p = {"piece": "", "score": 0.0, "type": NORMAL}
+            for ff, tt, vv in _fields(v):
+                if ff == 1:
+                    p["piece"] = bytes(vv).decode("utf-8")
+                elif ff == 2 and tt == 5:
+                    p["score"] = struct.unpack("<f", vv)[0]
+                elif ff == 3:
+                    p["type"] = vv
+            pieces.append(p)
+        elif f == 2 and t == 2:
+            trainer = {ff: vv for ff, tt, vv in _fields(v)}
+        elif f == 3 and t == 2:
+            norm = {ff: vv for ff, tt, vv in _fields(v)}
+    signed = lambda x: x - (1 << 64) if x >= (1 << 63) else x  # noqa: E731
+    return {
+        "pieces": pieces,
+        "model_type": trainer.get(3, 1),          # 1 UNIGRAM (default), 2 BPE
+        "byte_fallback": bool(trainer.get(35, 0)),
+        "unk_id": signed(trainer.get(40, 0)),
+        "bos_id": signed(trainer.get(41, 1)),
+        "eos_id": signed(trainer.get(42, 2)),
+        "pad_id": signed(trainer.get(43, (1 << 64) - 1)),
+        "normalizer": bytes(norm.get(1, b"nmt_nfkc")).decode(),
+        "add_dummy_prefix": bool(norm.get(3, 1)),
+        "remove_extra_whitespaces": bool(norm.get(4, 1)),
+    }
+
+
+def _spm_kv(hf_dir):
+    sp = read_sentencepiece(hf_dir / "tokenizer.model")
+    if sp["model_type"] != 2:
+        raise TokenizerConversionError("tokenizer.model is a Unigram SentencePiece model; edgerun runs BPE ones")
+    if sp["normalizer"] not in ("identity", ""):
+        raise TokenizerConversionError(f"SentencePiece normalizer {sp['normalizer']!r} is not supported "
+                                       "(train with normalization_rule_name='identity')")
+    add_bos, add_eos = True, False
+    cfg_path = hf_dir / "tokenizer_config.json"
+    if cfg_path.exists():
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        add_bos = bool(cfg.get("add_bos_token", add_bos))
+        add_eos = bool(cfg.get("add_eos_token", add_eos))
+    ids = {k: sp[f"{k}_id"] for k in ("bos", "eos", "unk", "pad")}
+    ids = {k: v for k, v in ids.items() if 0 <= v < len(sp["pieces"])}
+    return [
+        ("tokenizer.ggml.model", "llama", T.STRING),
+        ("tokenizer.ggml.pre", "default", T.STRING),
+        ("tokenizer.ggml.tokens", [p["piece"] for p in sp["pieces"]], T.ARRAY),
+        ("tokenizer.ggml.scores", [float(p["score"]) for p in sp["pieces"]], T.ARRAY),
+        ("tokenizer.ggml.token_type", [int(p["type"]) for p in sp["pieces"]], T.ARRAY),
+        ("tokenizer.ggml.add_bos_token", add_bos, T.BOOL),
+        ("tokenizer.ggml.add_eos_token", add_eos, T.BOOL),
+        ("tokenizer.ggml.add_space_prefix", sp["add_dummy_prefix"], T.BOOL),
+        ("tokenizer.ggml.remove_extra_whitespaces", sp["remove_extra_whitespaces"], T.BOOL),
+    ] + _id_kv(ids)
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def tokenizer_kv(hf_dir) -> list:
+    """[(key, value, GGUFValueType)] describing the folder's tokenizer.
+
+    A byte-level BPE tokenizer.json wins; otherwise tokenizer.model. Raises
+    TokenizerConversionError for tokenizers the runtime cannot reproduce, and
+    FileNotFoundError when the folder has neither file.
+    """
+    hf_dir = pathlib.Path(hf_dir)
+    tj_path, sp_path = hf_dir / "tokenizer.json", hf_dir / "tokenizer.model"
+    if tj_path.exists():
+        tj = json.loads(tj_path.read_text(encoding="utf-8"))
+        is_bpe_bytelevel = tj.get("model", {}).get("type") == "BPE" and not tj["model"].get("byte_fallback")
+        if is_bpe_bytelevel or not sp_path.exists():
+            return _bpe_kv(hf_dir, tj)
+    if sp_path.exists():
+        return _spm_kv(hf_dir)
+    raise FileNotFoundError(f"{hf_dir} has neither tokenizer.json nor tokenizer.model")
+
+
+def add_tokenizer(writer, hf_dir, config: dict | None = None) -> None:
+    """Writes the tokenizer keys of `hf_dir` into a gguf.GGUFWriter.
+
+    `config` (the model's config.json, optional) supplies bos/eos ids the
+    tokenizer files leave out.
+    """
+    kv = tokenizer_kv(hf_dir)
+    keys = {k for k, _, _ in kv}
+    for name, key in (("bos_token_id", "tokenizer.ggml.bos_token_id"), ("eos_token_id", "tokenizer.ggml.eos_token_id")):
+        v = (config or {}).get(name)
+        if key not in keys and isinstance(v, int) and v >= 0:
+            kv.append((key, v, T.UINT32))
+    for key, value, vtype in kv:
+        if vtype == T.ARRAY:
+            writer.add_array(key, value)
+        else:
+            writer.add_key_value(key, value, vtype)
+
+
+def write_vocab_gguf(hf_dir, path, arch: str = "llama") -> pathlib.Path:
+    """A vocabulary-only GGUF (no tensors) at `path`, as Tokenizer.from_file reads."""
+    import gguf
+
+    path = pathlib.Path(path)
+    w = gguf.GGUFWriter(str(path), arch)
+    add_tokenizer(w, hf_dir)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

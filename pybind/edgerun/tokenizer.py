@@ -1,0 +1,205 @@
+"""The runtime's tokenizer from Python.
+
+    tok = edgerun.Tokenizer.from_file("model.gguf")     # vocabulary only: no weights loaded
+    ids = tok.encode("Hello world")                     # BOS/EOS as the file says
+    text = tok.decode(ids, skip_special=True)
+    dec = tok.stream_decoder()                          # per-token text, UTF-8 safe
+    pieces = [dec.feed(i) for i in ids] + [dec.flush()]
+
+A loaded edgerun.Model exposes the same object as ``model.tokenizer``.
+
+The C side is stateless (every call brings its own scratch), so one Tokenizer
+may be used from any number of threads; ``encode_batch`` does exactly that.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+from ._ffi import ffi, lib, check
+
+# Scratch and output buffers are overwritten by the C side: skip cffi's zeroing.
+_alloc = ffi.new_allocator(should_clear_after_alloc=False)
+
+_KINDS = {1: "spm", 2: "bpe"}
+
+
+class _OpenedModel:
+    """Owns an er_model opened vocab-only; closes it when the last user goes."""
+
+    def __init__(self, path):
+        opts = ffi.new("er_options *")
+        check(lib.er_options_default(opts))
+        opts.vocab_only = 1
+        pp = ffi.new("er_model **")
+        check(lib.er_model_open(os.fsencode(path), opts, pp))
+        self.ptr = pp[0]
+        self._finalizer = weakref.finalize(self, lib.er_model_close, self.ptr)
+
+    def close(self):
+        self._finalizer()
+
+
+def _to_bytes(text):
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text)
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
+    return text.encode("utf-8")
+
+
+class Tokenizer:
+    """A GGUF file's tokenizer (SentencePiece BPE or byte-level BPE)."""
+
+    def __init__(self, *_a, **_k):
+        raise TypeError("use Tokenizer.from_file(path) or Model(...).tokenizer")
+
+    @classmethod
+    def from_file(cls, path) -> "Tokenizer":
+        """Opens only the vocabulary of a GGUF file (er_options.vocab_only)."""
+        owner = _OpenedModel(pathlib.Path(path))
+        vocab = lib.er_model_vocab(owner.ptr)
+        if vocab == ffi.NULL:  # er_model_open refuses this already; kept for clarity
+            owner.close()
+            raise ValueError(f"{path} has no tokenizer")
+        return cls._from_vocab(vocab, owner)
+
+    @classmethod
+    def _from_vocab(cls, vocab_ptr, owner) -> "Tokenizer":
+        """Wraps an er_vocab owned by `owner` (kept alive as long as this object)."""
+        self = object.__new__(cls)
+        self._v = vocab_ptr
+        self._owner = owner
+        self.n_vocab = int(lib.er_vocab_n_tokens(vocab_ptr))
+        self.kind = _KINDS.get(int(lib.er_vocab_kind(vocab_ptr)), "none")
+        self.pre = ffi.string(lib.er_vocab_pre(vocab_ptr)).decode()
+        b, e = int(lib.er_vocab_bos(vocab_ptr)), int(lib.er_vocab_eos(vocab_ptr))
+        self.bos = b if b >= 0 else None
+        self.eos = e if e >= 0 else None
+        return self
+
+    def __repr__(self):
+        return f"<edgerun.Tokenizer {self.kind} pre={self.pre} n_vocab={self.n_vocab}>"
+
+    def close(self):
+        """Releases a file opened by from_file (a no-op for model.tokenizer)."""
+        if isinstance(self._owner, _OpenedModel):
+            self._owner.close()
+        self._v = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _vocab(self):
+        if self._v is None:
+            raise ValueError("tokenizer is closed")
+        return self._v
+
+    # ---- encoding -----------------------------------------------------------
+
+    def encode(self, text, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """Token ids of `text` (str, or UTF-8 bytes).
+
+        add_special: BOS/EOS as the file's add_bos_token/add_eos_token say.
+        parse_special: match control tokens written in the text ("<|im_end|>");
+        user-defined added tokens are always matched, as Hugging Face does.
+        """
+        v = self._vocab()
+        data = _to_bytes(text)
+        n = len(data)
+        flags = (1 if add_special else 0) | (2 if parse_special else 0)
+        scratch_n = lib.er_tokenize_scratch_bytes(v, n)
+        scratch = _alloc("char[]", scratch_n)
+        n_out = ffi.new("size_t *")
+        cap = n + 8
+        for _ in range(2):
+            ids = _alloc("int32_t[]", cap)
+            rc = lib.er_tokenize(v, data, n, flags, ids, cap, n_out, scratch, scratch_n)
+            if rc == -9 and n_out[0] > cap:  # ER_ERANGE: retry with the size it asked for
+                cap = n_out[0]
+                continue
+            check(rc)
+            return list(ffi.unpack(ids, n_out[0]))
+        check(rc)
+        raise AssertionError("unreachable")
+
+    def encode_batch(self, texts, add_special: bool = True, parse_special: bool = False,
+                     num_threads: int | None = None) -> list[list[int]]:
+        """encode() over many texts on a thread pool (the C calls release the GIL)."""
+        texts = list(texts)
+        workers = num_threads or min(8, os.cpu_count() or 1)
+        if workers <= 1 or len(texts) <= 1:
+            return [self.encode(t, add_special, parse_special) for t in texts]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda t: self.encode(t, add_special, parse_special), texts))
+
+    # ---- decoding -----------------------------------------------------------
+
+    def decode(self, ids, skip_special: bool = False) -> str:
+        """Text of `ids` as Hugging Face's decode gives it (invalid UTF-8 -> U+FFFD)."""
+        return self.decode_bytes(ids, skip_special).decode("utf-8", "replace")
+
+    def decode_bytes(self, ids, skip_special: bool = False) -> bytes:
+        v = self._vocab()
+        ids = [int(i) for i in ids]
+        arr = ffi.new("int32_t[]", ids) if ids else ffi.NULL
+        n_out = ffi.new("size_t *")
+        cap = 8 * len(ids) + 16
+        for _ in range(2):
+            out = _alloc("char[]", cap)
+            rc = lib.er_detokenize(v, arr, len(ids), 1 if skip_special else 0, out, cap, n_out)
+            if rc == -9 and n_out[0] >= cap:
+                cap = n_out[0] + 1
+                continue
+            check(rc)
+            return ffi.unpack(out, n_out[0])
+        check(rc)
+        raise AssertionError("unreachable")
+
+    def piece(self, id: int) -> str:
+        """The token's text as stored in the file ("▁Hello", "Ġworld", "<0x0A>")."""
+        p = lib.er_vocab_token_text(self._vocab(), int(id))
+        if p == ffi.NULL:
+            raise IndexError(f"token id {id} is out of range for a vocabulary of {self.n_vocab}")
+        return ffi.string(p).decode("utf-8", "replace")
+
+    def is_eog(self, id: int) -> bool:
+        """True for end-of-generation ids (EOS, EOT, <|im_end|>, ...)."""
+        return bool(lib.er_vocab_is_eog(self._vocab(), int(id)))
+
+    def stream_decoder(self) -> "StreamDecoder":
+        return StreamDecoder(self)
+
+
+class StreamDecoder:
+    """Text per token as it arrives; bytes of an unfinished UTF-8 character are
+    held until the token that completes it (er_detok_step)."""
+
+    def __init__(self, tok: Tokenizer):
+        self._tok = tok
+        self._state = ffi.new("er_detok_state *")
+        self._n = ffi.new("size_t *")
+        self._cap = 256
+        self._buf = _alloc("char[]", self._cap)
+
+    def feed(self, id: int) -> str:
+        v = self._tok._vocab()
+        rc = lib.er_detok_step(v, self._state, int(id), self._buf, self._cap, self._n)
+        if rc == -9:  # ER_ERANGE: the state is unchanged; grow and redo
+            self._cap = self._n[0] + 256
+            self._buf = _alloc("char[]", self._cap)
+            rc = lib.er_detok_step(v, self._state, int(id), self._buf, self._cap, self._n)
+        check(rc)
+        return ffi.unpack(self._buf, self._n[0]).decode("utf-8", "replace")
+
+    def flush(self) -> str:
+        check(lib.er_detok_flush(self._tok._vocab(), self._state, self._buf, self._cap, self._n))
+        return ffi.unpack(self._buf, self._n[0]).decode("utf-8", "replace")
+
+    def reset(self):
+        self._state = ffi.new("er_detok_state *")
