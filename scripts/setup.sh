@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12/13 machine for building, testing and demonstrating
+# edgerun, and does nothing when it is already set up (so every make target can
+# call it). Steps:
+#   1. apt packages (apt-get update only when something is missing);
+#   2. .venv (python3 -m venv --system-site-packages), reusing packages that the
+#      system Python already has;
+#   3. pip packages into .venv, skipped while a stamp keyed on the requirement
+#      list (and the Python version) is present.
+# Options (environment):
+#   EDGERUN_SETUP_BENCH=1  also install llama-cpp-python (compiles llama.cpp; minutes)
+#   EDGERUN_SETUP_CROSS=0  skip the aarch64 cross compiler and qemu-user
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+say() { printf 'setup: %s\n' "$*"; }
+
+# ---- 1. apt ------------------------------------------------------------------
+# The build and the tests need these. meson comes from pip as well, because
+# Debian 12's meson (1.0) is older than the >=1.1 that meson.build asks for.
+APT_CORE=(build-essential clang meson ninja-build python3 python3-venv python3-dev pkg-config)
+# The board driver (cross builds, runs under emulation) needs these; a failure
+# to install them must not stop a native build and test.
+APT_CROSS=(gcc-aarch64-linux-gnu qemu-user)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+fi
+
+missing() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || printf '%s\n' "$p"
+  done
+}
+
+apt_updated=0
+apt_install() {
+  if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+    say "missing Debian packages: $* — run as root or install sudo, then: apt-get install $*" >&2
+    return 1
+  fi
+  if [ "$apt_updated" -eq 0 ]; then
+    say "apt-get update"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  say "apt-get install $*"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+if command -v dpkg-query >/dev/null 2>&1; then
+  mapfile -t need < <(missing "${APT_CORE[@]}")
+  if [ "${#need[@]}" -gt 0 ]; then apt_install "${need[@]}"; fi
+  if [ "${EDGERUN_SETUP_CROSS:-1}" != "0" ]; then
+    mapfile -t need < <(missing "${APT_CROSS[@]}")
+    if [ "${#need[@]}" -gt 0 ]; then
+      apt_install "${need[@]}" || say "warning: could not install ${need[*]} (only cross builds need them)" >&2
+    fi
+  fi
+else
+  say "not a Debian system (no dpkg-query): skipping apt; make sure a C compiler, clang, ninja and python3-venv are installed"
+fi
+
+# ---- 2. venv -----------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV"
+  python3 -m venv --system-site-packages "$VENV"
+fi
+PY="$VENV/bin/python"
+
+# ---- 3. pip ------------------------------------------------------------------
+# torch is pinned exactly: this machine type serves a local CPU build of that
+# version, and any other spec pulls a multi-gigabyte CUDA build from the index.
+PIP_REQS=(
+  "torch==2.13.0"
+  transformers tokenizers sentencepiece safetensors gguf
+  pytest hypothesis cffi numpy meson-python "meson>=1.1" ninja
+)
+# pip_group NAME CHECK REQ...: installs REQ... unless the stamp for exactly this
+# list (and this Python) exists; CHECK is an import line run afterwards.
+pip_group() {
+  local name="$1" check="$2"; shift 2
+  local key stamp
+  key="$(printf '%s\n' "$@" "$("$PY" -c 'import sys; print(sys.version)')" | sha256sum | cut -c1-16)"
+  stamp="$VENV/.edgerun-$name-$key"
+  if [ -f "$stamp" ]; then
+    say "$name packages up to date"
+    return 0
+  fi
+  say "pip install $*"
+  # llama-cpp-python compiles llama.cpp with cmake: let it use every core.
+  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PY" -m pip install -q "$@"
+  "$PY" -c "$check"
+  rm -f "$VENV/.edgerun-$name-"*
+  touch "$stamp"
+}
+
+pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy' "${PIP_REQS[@]}"
+if [ "${EDGERUN_SETUP_BENCH:-0}" = "1" ]; then
+  pip_group bench 'import llama_cpp' llama-cpp-python
+fi
+say "ready: $PY"
