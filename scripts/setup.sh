@@ -78,6 +78,9 @@ PIP_REQS=(
   "torch==2.13.0"
   transformers tokenizers sentencepiece safetensors gguf
   pytest hypothesis cffi numpy meson-python "meson>=1.1" ninja
+  # HF tokenizers classify characters with Unicode 16; Python 3.11's own
+  # unicodedata is 14, so the table-freshness test needs the backport.
+  "unicodedata2==16.0.0"
 )
 # pip_group NAME CHECK REQ...: installs REQ... unless the stamp for exactly this
 # list (and this Python) exists; CHECK is an import line run afterwards.
@@ -98,8 +101,8 @@ pip_group() {
   touch "$stamp"
 }
 
-pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy' "${PIP_REQS[@]}"
+pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2' "${PIP_REQS[@]}"
 if [ "${EDGERUN_SETUP_BENCH:-0}" = "1" ]; then
-  pip_group bench 'import llama_cpp' llama-cpp-python
+  pip_group bench 'import llama_cpp, tiktoken' llama-cpp-python tiktoken
 fi
 say "ready: $PY"
