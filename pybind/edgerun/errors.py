@@ -62,10 +62,15 @@ class StateError(EdgerunError):
     status, status_name = -10, "ER_ESTATE"
 
 
+class MismatchError(EdgerunError):
+    """A valid snapshot made by another model (or with another KV cache type)."""
+    status, status_name = -11, "ER_EMISMATCH"
+
+
 BY_STATUS = {cls.status: cls for cls in (
     InvalidArgumentError, FileAccessError, CorruptModelError, UnsupportedError,
     ArenaTooSmallError, OutOfMemoryError, ContextFullError, BusyError,
-    BufferTooSmallError, StateError)}
+    BufferTooSmallError, StateError, MismatchError)}
 
 
 def from_status(status, message):

@@ -53,7 +53,8 @@ typedef enum er_status {
     ER_ECONTEXT = -7,        /* the request would exceed the session's context (n_ctx) */
     ER_EBUSY = -8,           /* all session slots planned at open are in use */
     ER_ERANGE = -9,          /* an output buffer is too small; *n_out says how much is needed */
-    ER_ESTATE = -10          /* call not valid in the current state (e.g. sample before decode) */
+    ER_ESTATE = -10,         /* call not valid in the current state (e.g. sample before decode) */
+    ER_EMISMATCH = -11       /* a valid snapshot of another model, or of an incompatible KV cache type */
 } er_status;
 
 typedef struct er_model er_model;       /* immutable after open; shareable across threads */
@@ -75,6 +76,9 @@ typedef struct er_options {
     void *arena;          /* NULL: er_model_open allocates; else caller-owned, 64-byte aligned,
                              must outlive the model */
     const char *isa;      /* NULL/"" = best for this CPU (or $EDGERUN_ISA); "generic", ... */
+    int32_t trace_events; /* capacity of the op-trace ring in events, planned in the arena's "trace"
+                             section; 0 = no ring (tracing unavailable, zero cost). With a ring,
+                             recording starts on at open (see er_trace_enable). Range [0, 2^24]. */
 } er_options;
 
 /* One named region of the arena. */
@@ -139,6 +143,26 @@ typedef struct er_stats {
     double last_prefill_ms;   /* the most recent multi-token call (TTFT of its request) */
 } er_stats;
 
+/* One timed operation of the forward pass (see er_trace_get). Timestamps are
+ * nanoseconds of a monotonic clock since the model was opened. */
+typedef struct er_trace_event {
+    uint64_t t_start_ns;
+    uint64_t t_end_ns;
+    int32_t op;               /* ER_OP_*; er_trace_op_name gives its name */
+    int32_t layer;            /* 0.., or -1 outside the layer stack (embedding, output) */
+    int32_t thread;           /* 0: the thread that called er_decode (whole operation);
+                                 1..n_threads-1: a pool worker's share of a parallel operation */
+    int32_t shape[3];         /* [rows (tokens in the step), outputs, inputs]; attention:
+                                 [rows, heads, positions attended]; unused entries 0 */
+} er_trace_event;
+
+/* Operations er_trace_event.op names, in the order a layer runs them. */
+enum {
+    ER_OP_EMBED = 0, ER_OP_ATTN_NORM, ER_OP_QKV, ER_OP_ROPE, ER_OP_KV_STORE, ER_OP_ATTENTION,
+    ER_OP_ATTN_OUT, ER_OP_FFN_NORM, ER_OP_FFN_GATE_UP, ER_OP_SILU_MUL, ER_OP_FFN_DOWN,
+    ER_OP_OUTPUT_NORM, ER_OP_LM_HEAD, ER_OP_COUNT
+};
+
 /* Streaming detokenizer state: caller-owned, zero-initialise (or er_detok_reset). */
 typedef struct er_detok_state {
     uint8_t pending[8];       /* bytes of an incomplete UTF-8 sequence held back */
@@ -194,7 +218,7 @@ ER_API int er_model_n_tensors(const er_model *model);
 ER_API int er_model_tensor(const er_model *model, int32_t i, er_tensor_info *out);
 
 /* Name of the kernel table in use ("generic", "avx2", "neon", ...) and why it was
- * chosen (static strings). */
+ * chosen (static strings; "" for a NULL model). */
 ER_API const char *er_model_isa(const er_model *model);
 ER_API const char *er_model_isa_reason(const er_model *model);
 
@@ -238,21 +262,79 @@ ER_API int er_sample(er_session *session, const er_sampling *params, int32_t *id
 /* Default sampling parameters (greedy, everything off). */
 ER_API int er_sampling_default(er_sampling *params);
 
+/* ---- snapshots ---------------------------------------------------------- */
+
+/* A 64-bit fingerprint of the model: FNV-1a over the hyper-parameters, the
+ * tensor table (names, types, shapes, offsets) and 64 bytes at the start,
+ * middle and end of every tensor's data. Computed once at open; two files
+ * with equal fingerprints are treated as the same model by er_session_load.
+ * Errors: ER_EINVAL. */
+ER_API int er_model_fingerprint(const er_model *model, uint64_t *out);
+
+/* Writes the session's state to `path`: KV cache rows [0, pos), token history,
+ * last logits, sampler RNG and statistics, behind a versioned header with the
+ * model fingerprint and CRC-32 checksums. Crash-safe: the bytes go to a
+ * temporary file in the same folder ("<path>.tmp.<pid>"), which is fsynced and
+ * renamed over `path`, then the folder is fsynced, so `path` always holds
+ * either the previous snapshot or the new one, complete. No heap is used.
+ * Errors: ER_EINVAL (NULL, path too long), ER_EIO (message has the errno text;
+ * `path` is then untouched and the temporary file removed). */
+ER_API int er_session_save(const er_session *session, const char *path);
+
+/* Replaces the session's state with the snapshot at `path`. Everything (size,
+ * version, checksums, fingerprint, KV type, context) is verified before the
+ * session is touched: on any error the session is exactly as it was.
+ * Generation continued after a load is token-identical to continuing the saved
+ * session. Errors: ER_EINVAL, ER_EIO, ER_ECORRUPT (not a snapshot, truncated,
+ * checksum mismatch), ER_EUNSUPPORTED (a snapshot version this runtime does
+ * not read), ER_EMISMATCH (another model, or another kv_type), ER_ECONTEXT
+ * (the snapshot holds more positions than this session's n_ctx). */
+ER_API int er_session_load(er_session *session, const char *path);
+
+/* ---- tracing ------------------------------------------------------------ */
+
+/* Turns recording into the trace ring on (1) or off (0). Off costs one
+ * predictable branch per operation. Errors: ER_EINVAL (NULL, on not 0/1),
+ * ER_ESTATE (the model was opened with trace_events = 0: there is no ring). */
+ER_API int er_trace_enable(er_model *model, int on);
+
+/* Forgets all recorded events. Errors: ER_EINVAL. */
+ER_API int er_trace_reset(er_model *model);
+
+/* Events held in the ring (at most trace_events; when more were recorded the
+ * oldest were overwritten), or a negative er_status (ER_EINVAL). */
+ER_API int er_trace_count(er_model *model);
+
+/* Copies held event i (0 = oldest). Errors: ER_EINVAL (NULL or i out of range). */
+ER_API int er_trace_get(er_model *model, int32_t i, er_trace_event *out);
+
+/* Name of an ER_OP_* value ("qkv", "attention", ...); "unknown" otherwise. */
+ER_API const char *er_trace_op_name(int op);
+
+/* Writes the held events as Chrome trace-event JSON ({"traceEvents": [...]},
+ * complete events with ts/dur in microseconds, tid = the thread index, args
+ * with layer and shape), which Perfetto and chrome://tracing open. Waits for
+ * a running forward step to finish. Errors: ER_EINVAL, ER_EIO. */
+ER_API int er_trace_export(er_model *model, const char *path);
+
 /* ---- tokenizer ---------------------------------------------------------- */
 
 /* The model's tokenizer, or NULL if the file has none. Owned by the model. */
 ER_API const er_vocab *er_model_vocab(const er_model *model);
 
-/* Vocabulary facts. */
+/* Vocabulary facts. A NULL vocab gives ER_EINVAL (-1) with a message ("none"
+ * for er_vocab_pre). */
 ER_API int er_vocab_kind(const er_vocab *vocab);            /* ER_VOCAB_SPM / ER_VOCAB_BPE */
 ER_API int er_vocab_n_tokens(const er_vocab *vocab);
 ER_API int er_vocab_bos(const er_vocab *vocab);             /* -1 if none */
 ER_API int er_vocab_eos(const er_vocab *vocab);             /* -1 if none */
-ER_API int er_vocab_is_eog(const er_vocab *vocab, int32_t id); /* 1 for EOS/EOT-like ids */
+ER_API int er_vocab_is_eog(const er_vocab *vocab, int32_t id); /* 1 for EOS/EOT-like ids, 0 otherwise
+                                                                  (also for ids out of range) */
 ER_API const char *er_vocab_pre(const er_vocab *vocab);     /* pre-tokenizer name, static */
 
 /* Bytes of scratch er_tokenize needs for `text_len` bytes of input. The bound is
- * linear in text_len; passing less makes er_tokenize fail with ER_ERANGE. */
+ * linear in text_len; passing less makes er_tokenize fail with ER_ERANGE.
+ * SIZE_MAX for a NULL vocab or an absurd text_len (> 2^40). */
 ER_API size_t er_tokenize_scratch_bytes(const er_vocab *vocab, size_t text_len);
 
 /* Encodes UTF-8 text to ids. flags: ER_TOK_ADD_SPECIAL (BOS/EOS per the file's
@@ -264,7 +346,8 @@ ER_API int er_tokenize(const er_vocab *vocab, const char *text, size_t len, int 
                        int32_t *ids, size_t cap, size_t *n_out,
                        void *scratch, size_t scratch_bytes);
 
-/* The raw text of token `id` as stored in the file (NUL-terminated, in the arena). */
+/* The raw text of token `id` as stored in the file (NUL-terminated, in the arena);
+ * NULL (with a message) for a NULL vocab or an id out of range. */
 ER_API const char *er_vocab_token_text(const er_vocab *vocab, int32_t id);
 
 /* Streaming decode: appends the bytes token `id` contributes to `out` (at most

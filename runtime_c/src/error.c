@@ -31,6 +31,7 @@ const char *er_status_name(int status) {
     case ER_EBUSY: return "ER_EBUSY";
     case ER_ERANGE: return "ER_ERANGE";
     case ER_ESTATE: return "ER_ESTATE";
+    case ER_EMISMATCH: return "ER_EMISMATCH";
     default: return "ER_UNKNOWN";
     }
 }

@@ -34,10 +34,17 @@ typedef struct mm_task {
     const er_kernels *k;
     mm_item it[3];
     int n_items, m;
+    er_trace *tr;
+    int op, layer;          /* for the workers' trace events */
 } mm_task;
 
+/* Workers (ith >= 1) trace their share; thread 0's share is inside the event
+ * the caller records for the whole operation, so each thread's events never
+ * overlap and stay in time order. */
 static void mm_worker(void *ctx, int ith, int nth) {
     const mm_task *t = ctx;
+    uint64_t t0 = ith ? er_trace_begin(t->tr) : 0;
+    int rows = 0;
     for (int i = 0; i < t->n_items; i++) {
         const mm_item *it = &t->it[i];
         er_matmul_args a = {
@@ -46,7 +53,9 @@ static void mm_worker(void *ctx, int ith, int nth) {
         };
         er_split(it->w->n_out, ith, nth, &a.r0, &a.r1);
         if (a.r1 > a.r0) t->k->matmul[it->w->wtype](&a);
+        rows += a.r1 - a.r0;
     }
+    er_trace_end(t->tr, t0, t->op, t->layer, ith, t->m, rows, t->it[0].w->n_in);
 }
 
 /*
@@ -78,21 +87,27 @@ static const void *prepare(er_model *md, const er_weight *w, const float *x, int
     return dst;
 }
 
-/* y[m][w->n_out] = x[m][w->n_in] . W^T for up to three weights sharing x. */
-static void matmul_shared(er_model *md, const float *x, int m, const er_weight *const *w, float *const *y, int n) {
-    mm_task t = {.k = md->k, .n_items = n, .m = m};
+/* y[m][w->n_out] = x[m][w->n_in] . W^T for up to three weights sharing x;
+ * traced as operation `op` of `layer`. */
+static void matmul_shared(er_model *md, int op, int layer, const float *x, int m, const er_weight *const *w,
+                          float *const *y, int n) {
+    uint64_t t0 = er_trace_begin(&md->trace);
+    mm_task t = {.k = md->k, .n_items = n, .m = m, .tr = &md->trace, .op = op, .layer = layer};
+    int n_out = 0;
     unsigned cached = 0;
     for (int i = 0; i < n; i++) {
         t.it[i].w = w[i];
         t.it[i].x = prepare(md, w[i], x, m, w[i]->n_in, &t.it[i].x_stride, &cached);
         t.it[i].y = y[i];
         t.it[i].y_stride = (size_t)w[i]->n_out;
+        n_out += w[i]->n_out;
     }
     er_pool_run(&md->pool, mm_worker, &t);
+    er_trace_end(&md->trace, t0, op, layer, 0, m, n_out, w[0]->n_in);
 }
 
-static void matmul1(er_model *md, const float *x, int m, const er_weight *w, float *y) {
-    matmul_shared(md, x, m, (const er_weight *const[]){w}, (float *const[]){y}, 1);
+static void matmul1(er_model *md, int op, int layer, const float *x, int m, const er_weight *w, float *y) {
+    matmul_shared(md, op, layer, x, m, (const er_weight *const[]){w}, (float *const[]){y}, 1);
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -106,6 +121,7 @@ typedef struct att_task {
 static void att_worker(void *ctx, int ith, int nth) {
     const att_task *t = ctx;
     er_model *md = t->md;
+    uint64_t t_op = ith ? er_trace_begin(&md->trace) : 0;
     const er_dims *d = &md->d;
     int hd = d->head_dim, group = d->n_head / d->n_head_kv;
     size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
@@ -123,6 +139,7 @@ static void att_worker(void *ctx, int ith, int nth) {
         md->k->attention(out, q, (const uint8_t *)t->s->k_cache + head_off, (const uint8_t *)t->s->v_cache + head_off,
                          d->kv_type, d->kv_row, t->pos0 + b + 1, hd, scale, scores);
     }
+    er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, hi - lo, t->pos0 + t->m);
 }
 
 static void store_kv(er_model *md, er_session *s, int layer, int m) {
@@ -142,24 +159,34 @@ static void store_kv(er_model *md, er_session *s, int layer, int m) {
 
 /* ---- the step ------------------------------------------------------------- */
 
+/* Each operation is bracketed by er_trace_begin/end: when tracing is off
+ * that is a relaxed load and a branch per operation, ~15 per layer. Shapes
+ * recorded: [rows, outputs, inputs]; attention [rows, heads, positions]. */
 void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     er_model *md = s->model;
     const er_kernels *k = md->k;
     const er_dims *d = &md->d;
+    er_trace *tr = &md->trace;
     const int E = d->n_embd, qd = d->n_head * d->head_dim, kvd = (int)d->kv_row, F = d->n_ff;
     float *x = md->act.x, *xb = md->act.xb, *xb2 = md->act.xb2;
+    uint64_t t0;
 
+    t0 = er_trace_begin(tr);
     for (int b = 0; b < m; b++)
         k->dequant_row[md->tok_embd.wtype]((const uint8_t *)md->tok_embd.data + (size_t)ids[b] * md->tok_embd.row_bytes,
                                            x + (size_t)b * E, E);
+    er_trace_end(tr, t0, ER_OP_EMBED, -1, 0, m, E, 0);
 
     for (int l = 0; l < d->n_layer; l++) {
         const er_layer *L = &md->layers[l];
 
         /* attention block */
+        t0 = er_trace_begin(tr);
         for (int b = 0; b < m; b++) k->rmsnorm(xb + (size_t)b * E, x + (size_t)b * E, L->attn_norm, E, md->hp.rms_eps);
-        matmul_shared(md, xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},
+        er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
+        matmul_shared(md, ER_OP_QKV, l, xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},
                       (float *const[]){md->act.q, md->act.k, md->act.v}, 3);
+        t0 = er_trace_begin(tr);
         for (int b = 0; b < m; b++) {
             float *q = md->act.q + (size_t)b * qd, *kk = md->act.k + (size_t)b * kvd;
             if (L->bq) {
@@ -170,27 +197,38 @@ void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
             k->rope(q, d->n_head, d->head_dim, s->pos + b, md->hp.rope_freq_base, md->rope_neox);
             k->rope(kk, d->n_head_kv, d->head_dim, s->pos + b, md->hp.rope_freq_base, md->rope_neox);
         }
+        er_trace_end(tr, t0, ER_OP_ROPE, l, 0, m, qd + kvd, qd + kvd);
+        t0 = er_trace_begin(tr);
         store_kv(md, s, l, m);
+        er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
+        t0 = er_trace_begin(tr);
         att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos};
         er_pool_run(&md->pool, att_worker, &at);
-        matmul1(md, md->act.att, m, &L->wo, xb2);
+        er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, s->pos + m);
+        matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
         for (int b = 0; b < m; b++) k->add(x + (size_t)b * E, xb2 + (size_t)b * E, E);
 
         /* feed-forward block (SwiGLU) */
+        t0 = er_trace_begin(tr);
         for (int b = 0; b < m; b++) k->rmsnorm(xb + (size_t)b * E, x + (size_t)b * E, L->ffn_norm, E, md->hp.rms_eps);
-        matmul_shared(md, xb, m, (const er_weight *const[]){&L->w_gate, &L->w_up},
+        er_trace_end(tr, t0, ER_OP_FFN_NORM, l, 0, m, E, E);
+        matmul_shared(md, ER_OP_FFN_GATE_UP, l, xb, m, (const er_weight *const[]){&L->w_gate, &L->w_up},
                       (float *const[]){md->act.hb, md->act.hb2}, 2);
+        t0 = er_trace_begin(tr);
         for (int b = 0; b < m; b++) k->silu_mul(md->act.hb + (size_t)b * F, md->act.hb2 + (size_t)b * F, F);
-        matmul1(md, md->act.hb, m, &L->w_down, xb2);
+        er_trace_end(tr, t0, ER_OP_SILU_MUL, l, 0, m, F, 2 * F);
+        matmul1(md, ER_OP_FFN_DOWN, l, md->act.hb, m, &L->w_down, xb2);
         for (int b = 0; b < m; b++) k->add(x + (size_t)b * E, xb2 + (size_t)b * E, E);
     }
 
     /* Only the rows whose logits someone will read go through the (large)
      * vocabulary projection: all of them for er_decode_all, else the last. */
     int first = logits_all ? 0 : m - 1, rows = m - first;
+    t0 = er_trace_begin(tr);
     for (int b = first; b < m; b++)
         k->rmsnorm(xb + (size_t)(b - first) * E, x + (size_t)b * E, md->output_norm, E, md->hp.rms_eps);
+    er_trace_end(tr, t0, ER_OP_OUTPUT_NORM, -1, 0, rows, E, E);
     float *out = logits_all ? logits_all : s->logits;
-    matmul1(md, xb, rows, &md->output, out);
+    matmul1(md, ER_OP_LM_HEAD, -1, xb, rows, &md->output, out);
     if (logits_all) memcpy(s->logits, logits_all + (size_t)(m - 1) * d->n_vocab, (size_t)d->n_vocab * sizeof(float));
 }

@@ -161,6 +161,9 @@ static int carve_runtime(er_model *m) {
         s->cand_id = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
         if (!s->v_cache || !s->cand_id) return er_fail(ER_ECORRUPT, "internal: session section smaller than planned");
     }
+    er_trace_event *ring = d->trace_events ? take(m, ER_SEC_TRACE, d->trace_events, sizeof(er_trace_event)) : NULL;
+    if (d->trace_events && !ring) return er_fail(ER_ECORRUPT, "internal: trace section smaller than planned");
+    er_trace_init(&m->trace, ring, d->trace_events);
     return ER_OK;
 }
 
@@ -194,7 +197,7 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
     er_dims d;
     er_plan_report plan;
     int neox;
-    if ((rc = er_plan_file(&f, &o, &hp, &d, &plan, &neox))) {
+    if ((rc = er_plan_file(&f, opts, &hp, &d, &plan, &neox))) { /* raw opts: it rejects negatives */
         gguf_close(&f);
         return rc;
     }
@@ -237,6 +240,7 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
     m->k = k;
     m->isa_reason = reason;
     pthread_mutex_init(&m->step_lock, NULL);
+    er_trace_init(&m->trace, NULL, 0);
 
     if ((rc = copy_names(m))) goto fail;
     if (plan.sections[ER_SEC_TOKENIZER].bytes > 0 && (rc = er_vocab_build(&m->file, &m->sec[ER_SEC_TOKENIZER], &m->vocab)))
@@ -248,6 +252,7 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
         }
     } else {
         if ((rc = bind_tensors(m)) || (rc = carve_runtime(m))) goto fail;
+        m->fingerprint = er_fingerprint_compute(m);
         if ((rc = er_pool_start(&m->pool, d.n_threads, &m->sec[ER_SEC_THREADS]))) goto fail;
     }
     *out = m;

@@ -18,6 +18,7 @@
 #include "gguf.h"
 #include "kernels/kernels.h"
 #include "threadpool.h"
+#include "trace.h"
 
 /* Arena sections, in layout order. Names are what er_plan reports. */
 enum er_sec {
@@ -27,6 +28,7 @@ enum er_sec {
     ER_SEC_SESSIONS,     /* session structs, token history, logits, sampler candidates */
     ER_SEC_ACT,          /* activations of one forward step (shared; steps are serialised) */
     ER_SEC_THREADS,      /* thread pool state, per-thread attention scores */
+    ER_SEC_TRACE,        /* op-trace ring (er_options.trace_events; 0 bytes when off) */
     ER_SEC_COUNT
 };
 
@@ -49,6 +51,7 @@ typedef struct er_layer {
 typedef struct er_dims {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
     int n_ctx, n_batch, n_threads, n_sessions, kv_type;
+    uint32_t trace_events;     /* trace ring capacity (0 = none) */
     size_t kv_row;             /* elements per cached position per layer: n_head_kv * head_dim */
     size_t act_row_max;        /* bytes of the largest prepared activation row */
 } er_dims;
@@ -102,6 +105,9 @@ struct er_model {
 
     pthread_mutex_t step_lock; /* one forward step at a time: activations and pool are shared */
     er_pool pool;
+
+    er_trace trace;            /* op-trace ring (ER_SEC_TRACE) */
+    uint64_t fingerprint;      /* er_model_fingerprint; computed at open */
 };
 
 /* plan.c: derive dims from the file and options; fill the plan report. */
@@ -115,6 +121,10 @@ void er_options_resolve(const er_options *in, er_options *out);
  * logits_all is not NULL it receives m * n_vocab floats; the last row always
  * lands in s->logits. Caller holds step_lock and has checked the context. */
 void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all);
+
+/* snapshot.c: the fingerprint er_model_fingerprint reports (hparams, tensor
+ * table, sampled weight bytes); called once at open. */
+uint64_t er_fingerprint_compute(const er_model *m);
 
 /* Time in milliseconds from a monotonic clock. */
 double er_now_ms(void);

@@ -15,15 +15,16 @@
 #include "tokenizer/vocab.h"
 
 static const char *const k_sec_names[ER_SEC_COUNT] = {
-    "model", "tokenizer", "kv_cache", "sessions", "activations", "threads",
+    "model", "tokenizer", "kv_cache", "sessions", "activations", "threads", "trace",
 };
-static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1};
+static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1, 1};
 
 /* Limits that keep every size product far from overflow on 32-bit targets too,
  * and reject absurd files before any arithmetic trusts them. */
 #define ER_MAX_DIM (1 << 20)
 #define ER_MAX_LAYERS 4096
 #define ER_MAX_CTX (1 << 20)
+#define ER_MAX_TRACE_EVENTS (1 << 24)
 
 void er_options_resolve(const er_options *in, er_options *out) {
     er_options d;
@@ -200,6 +201,7 @@ static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, e
              add_block(a, B * (size_t)d->n_ff, 4) && add_block(a, B, d->act_row_max) &&
              add_block(a, (size_t)d->n_threads * C, 4);
         sec[ER_SEC_THREADS] = er_pool_plan(d->n_threads);
+        sec[ER_SEC_TRACE] = er_trace_plan(d->trace_events);
     }
     if (!ok) return er_fail(ER_ECORRUPT, "arena size overflows: the file's dimensions are absurd");
 
@@ -222,6 +224,15 @@ static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, e
 
 int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_dims *d, er_plan_report *out,
                  int *rope_neox) {
+    /* 0 means "default"; a negative count is a caller bug, not a request for
+     * the default, so it is refused before er_options_resolve maps it */
+    if (opts && (opts->n_batch < 0 || opts->n_threads < 0 || opts->n_sessions < 0))
+        return er_fail(ER_EINVAL, "n_batch (%d), n_threads (%d) and n_sessions (%d) must be >= 0 (0 = default)",
+                       opts->n_batch, opts->n_threads, opts->n_sessions);
+    if (opts && (opts->vocab_only != 0 && opts->vocab_only != 1))
+        return er_fail(ER_EINVAL, "vocab_only must be 0 or 1, got %d", opts->vocab_only);
+    if (opts && (opts->trace_events < 0 || opts->trace_events > ER_MAX_TRACE_EVENTS))
+        return er_fail(ER_EINVAL, "trace_events %d is out of range [0, %d]", opts->trace_events, ER_MAX_TRACE_EVENTS);
     er_options o;
     er_options_resolve(opts, &o);
     if (o.n_ctx < 0 || o.n_ctx > ER_MAX_CTX) return er_fail(ER_EINVAL, "n_ctx %d is out of range [0, %d]", o.n_ctx, ER_MAX_CTX);
@@ -249,6 +260,7 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         d->n_threads = o.n_threads;
         d->n_sessions = o.n_sessions;
         d->kv_type = o.kv_type;
+        d->trace_events = (uint32_t)o.trace_events;
         d->kv_row = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
         size_t widest = (size_t)hp->n_embd;
         if ((size_t)hp->n_head * hp->head_dim > widest) widest = (size_t)hp->n_head * hp->head_dim;

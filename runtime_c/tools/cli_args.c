@@ -52,7 +52,9 @@ void cli_usage(FILE *out)
         "  --ids \"1 2 3\"           prompt as token ids instead of text\n"
         "  --print-ids             print generated ids instead of text\n"
         "  --special               match special tokens written in PROMPT\n"
-        "  --no-echo               do not print the prompt before the output\n");
+        "  --no-echo               do not print the prompt before the output\n"
+        "  --ignore-eos            keep generating past end-of-text (benchmarks)\n"
+        "  --timings FILE          write prefill, TTFT and each decode step's latency\n");
 }
 
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
@@ -112,7 +114,7 @@ static int takes_value(const char *name)
     static const char *const with_value[] = {
         "-n", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
         "--repeat-penalty", "--repeat-last-n", "--seed", "-t", "--threads",
-        "-c", "--ctx", "-b", "--batch", "--kv", "--isa", "--ids", NULL};
+        "-c", "--ctx", "-b", "--batch", "--kv", "--isa", "--ids", "--timings", NULL};
     for (int i = 0; with_value[i]; i++)
         if (strcmp(name, with_value[i]) == 0) return 1;
     return 0;
@@ -153,6 +155,8 @@ static int apply(cli_args *a, const char *name, const char *val)
         a->options.isa = val;
     } else if (!strcmp(name, "--ids")) {
         a->ids_text = val;
+    } else if (!strcmp(name, "--timings")) {
+        a->timings_path = val;
     } else {
         rc = usage_error("unknown option '%s'", name);
     }
@@ -185,6 +189,7 @@ int cli_parse(int argc, char **argv, cli_args *a)
             if (!strcmp(arg, "--print-ids")) { a->print_ids = 1; continue; }
             if (!strcmp(arg, "--special")) { a->parse_special = 1; continue; }
             if (!strcmp(arg, "--no-echo")) { a->echo = 0; continue; }
+            if (!strcmp(arg, "--ignore-eos")) { a->ignore_eos = 1; continue; }
             char name[64];
             const char *eq = strchr(arg, '=');
             const char *val;

@@ -24,6 +24,8 @@ typedef struct cli_args {
     int parse_special;
     int echo;
     int print_ids;
+    int ignore_eos;           /* --ignore-eos: fixed-length runs for benchmarks */
+    const char *timings_path; /* --timings FILE: per-step latencies (cli_timings.h) */
     er_sampling sampling;
     er_options options;
 } cli_args;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_timings.h"
 #include "edgerun.h"
 
 static int fail(void)
@@ -113,6 +114,8 @@ static int cmd_run(const cli_args *a)
     int32_t *ids = NULL;
     char *text = NULL;
     int status = 1;
+    cli_timings timings;
+    memset(&timings, 0, sizeof timings);
 
     if (er_model_open(a->model, &a->options, &model) != ER_OK) return fail();
     const er_vocab *vocab = er_model_vocab(model);
@@ -132,6 +135,8 @@ static int cmd_run(const cli_args *a)
     if (er_session_new(model, &sess) != ER_OK) { fail(); goto out; }
     if (a->have_seed && er_session_seed(sess, a->seed) != ER_OK) { fail(); goto out; }
     int n_ctx = er_session_n_ctx(sess);
+    /* Decode steps never outnumber the context positions. */
+    if (a->timings_path && cli_timings_init(&timings, (size_t)(n_ctx > 0 ? n_ctx : 1))) goto out;
 
     if (a->echo) {
         if (a->prompt && !a->ids_text) fputs(a->prompt, stdout);
@@ -153,7 +158,7 @@ static int cmd_run(const cli_args *a)
         int32_t id = 0;
         if (er_sample(sess, &a->sampling, &id) != ER_OK) { fail(); goto out; }
         if (i == 0) ttft = now_ms() - t0;
-        if (vocab && er_vocab_is_eog(vocab, id)) { stop = "end of text"; break; }
+        if (vocab && !a->ignore_eos && er_vocab_is_eog(vocab, id)) { stop = "end of text"; break; }
         n_gen++;
         if (print_ids) { printf("%s%d", n_gen > 1 ? " " : "", (int)id); fflush(stdout); }
         else if (emit_text(vocab, &st, id, text, text_cap)) goto out;
@@ -161,8 +166,10 @@ static int cmd_run(const cli_args *a)
         if (er_session_pos(sess) >= n_ctx) { stop = "context full"; break; }
         double td = now_ms();
         if (er_decode(sess, &id, 1, NULL) != ER_OK) { fail(); goto out; }
-        t_decode += now_ms() - td;
+        double step_ms = now_ms() - td;
+        t_decode += step_ms;
         n_decode_calls++;
+        if (a->timings_path) cli_timings_step(&timings, step_ms * 1e3);
     }
     if (!print_ids) {
         size_t n = 0;
@@ -171,6 +178,13 @@ static int cmd_run(const cli_args *a)
     }
     fputc('\n', stdout);
     fflush(stdout);
+
+    if (a->timings_path) {
+        timings.n_prompt = n_prompt;
+        timings.prefill_us = t_prefill * 1e3;
+        timings.ttft_us = ttft * 1e3;
+        if (cli_timings_write(&timings, a->timings_path)) goto out;
+    }
 
     er_plan_report arena;
     if (er_model_arena(model, &arena) != ER_OK) { fail(); goto out; }
@@ -188,6 +202,7 @@ out:
     er_model_close(model);
     free(ids);
     free(text);
+    cli_timings_free(&timings);
     return status;
 }
 

@@ -3,8 +3,10 @@
  * "neon-dotprod" for armv8.2-a+dotprod.
  *
  * q_neon.c is compiled twice: once for the baseline (widening multiplies,
- * er_neon_* names) and once with -march=armv8.2-a+dotprod (SDOT, er_neondp_*
- * names, chosen by __ARM_FEATURE_DOTPROD), so both tables share one source.
+ * er_neon_* names, -DER_NEON_DOTPROD=0) and once with -march=armv8.2-a+dotprod
+ * (SDOT, er_neondp_* names, -DER_NEON_DOTPROD=1), so both tables share one
+ * source. The macro, not __ARM_FEATURE_DOTPROD, picks the twin: a board's
+ * -mcpu may enable dotprod for the baseline compilation as well.
  * The float and element-wise kernels need only baseline NEON and are shared
  * by both tables (and by "sve").
  */

@@ -1,7 +1,7 @@
 /*
  * q_neon.c — quantized dots and matmuls (Q8_0, Q4_0 vs Q8_0; Q4_K, Q5_K,
- * Q6_K vs Q8_K), NEON. Compiled twice (see neon.h): with SDOT when the
- * compiler targets dotprod, else with widening multiplies.
+ * Q6_K vs Q8_K), NEON. Compiled twice (see neon.h): with SDOT when
+ * ER_NEON_DOTPROD=1, with widening multiplies when it is 0.
  *
  * Q8_0/Q4_0: exact int32 per block, float FMA-accumulated with the block
  * scales (float order differs from generic; tolerance-tested). K-quants:
@@ -11,7 +11,19 @@
 #include "neon.h"
 #include "../kquant.h"
 
-#if defined(__ARM_FEATURE_DOTPROD)
+/* Which twin this compilation is comes from ER_NEON_DOTPROD (set by
+ * kernels/meson.build), never from __ARM_FEATURE_DOTPROD: a board build with
+ * -mcpu=cortex-a76 enables dotprod for the baseline library too, and deriving
+ * the names from the compiler's target would define the er_neondp_* symbols
+ * twice and er_neon_* not at all. */
+#if !defined(ER_NEON_DOTPROD)
+#error "compile q_neon.c with -DER_NEON_DOTPROD=0 (widening multiplies) or =1 (SDOT)"
+#endif
+
+#if ER_NEON_DOTPROD
+#if !defined(__ARM_FEATURE_DOTPROD)
+#error "ER_NEON_DOTPROD=1 needs a dotprod target (-march=armv8.2-a+dotprod)"
+#endif
 #define FN(name) er_neondp_##name
 /* acc + the 16 products a*b, summed in groups of four (SDOT). */
 static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }

@@ -1,0 +1,124 @@
+/*
+ * calibrate.c — edgerun-calibrate: a fixed reference workload for benchmarks
+ * that run under emulation.
+ *
+ * Under qemu-user the time a board build takes depends on the host running the
+ * emulator (its CPU, its load, the qemu version), not on the board. `edgerun
+ * bench --board` runs this program under the same qemu and -cpu model in the
+ * same job and divides the model's tokens/s by this program's rate, so that a
+ * stored baseline stays comparable across hosts. The workload mixes what a
+ * decode step does under emulation: float multiply-adds over arrays (the
+ * matmuls), a dependent walk through a buffer larger than the caches (weights
+ * streaming in) and integer mixing (indexing, control). Its size is fixed:
+ * changing any constant here invalidates every stored baseline
+ * (benchmarks/baselines/), which is why the version is printed.
+ *
+ * Output, one line on stdout:
+ *   calibrate v1 rounds R ops N best_ms B median_ms M mops_per_s X checksum C
+ * The checksum keeps the compiler from discarding the work and lets a reader
+ * check that two builds computed the same thing.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CAL_VERSION 1
+#define WALK_WORDS (1u << 20)     /* 4 MiB of uint32: past L2 on every board we target */
+#define WALK_STEPS (1u << 16)
+#define VEC_LEN 4096u
+#define VEC_PASSES 256u
+#define MIX_STEPS (1u << 18)
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static uint32_t xorshift32(uint32_t *s)
+{
+    uint32_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *s = x;
+}
+
+/* A single cycle through all words (Sattolo's shuffle), so the walk never
+ * falls into a short loop that would stay in cache. */
+static void make_cycle(uint32_t *next, uint32_t n)
+{
+    uint32_t s = 0x9e3779b9u;
+    for (uint32_t i = 0; i < n; i++) next[i] = i;
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = xorshift32(&s) % i;
+        uint32_t t = next[i];
+        next[i] = next[j];
+        next[j] = t;
+    }
+}
+
+static uint64_t one_round(const uint32_t *next, float *y, const float *x)
+{
+    uint32_t p = 0;
+    for (uint32_t i = 0; i < WALK_STEPS; i++) p = next[p];
+
+    for (uint32_t k = 0; k < VEC_PASSES; k++) {
+        float a = 1.0f / (float)(k + 2);
+        for (uint32_t i = 0; i < VEC_LEN; i++) y[i] = y[i] * 0.5f + a * x[i];
+    }
+
+    uint32_t s = p | 1u, acc = 0;
+    for (uint32_t i = 0; i < MIX_STEPS; i++) acc += xorshift32(&s) >> (i & 7u);
+
+    uint32_t fy;
+    memcpy(&fy, &y[p % VEC_LEN], sizeof fy);
+    return (uint64_t)p ^ acc ^ fy;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    long rounds = 5;
+    if (argc > 1) {
+        char *end = NULL;
+        rounds = strtol(argv[1], &end, 10);
+        if (!end || *end || rounds < 1 || rounds > 1000) {
+            fprintf(stderr, "edgerun-calibrate: usage: edgerun-calibrate [ROUNDS 1..1000]\n");
+            return 2;
+        }
+    }
+    uint32_t *next = malloc(WALK_WORDS * sizeof *next);
+    float *x = malloc(VEC_LEN * sizeof *x), *y = malloc(VEC_LEN * sizeof *y);
+    double *ms = malloc((size_t)rounds * sizeof *ms);
+    if (!next || !x || !y || !ms) {
+        fprintf(stderr, "edgerun-calibrate: error: out of memory\n");
+        free(next); free(x); free(y); free(ms);
+        return 1;
+    }
+    make_cycle(next, WALK_WORDS);
+    for (uint32_t i = 0; i < VEC_LEN; i++) { x[i] = (float)(i % 97) / 97.0f; y[i] = 0.0f; }
+
+    uint64_t checksum = one_round(next, y, x);      /* warm-up: page faults, translation */
+    for (long r = 0; r < rounds; r++) {
+        double t0 = now_ms();
+        checksum = checksum * 31u + one_round(next, y, x);
+        ms[r] = now_ms() - t0;
+    }
+    qsort(ms, (size_t)rounds, sizeof *ms, cmp_double);
+    const double ops = (double)WALK_STEPS + (double)VEC_PASSES * VEC_LEN + (double)MIX_STEPS;
+    double median = ms[rounds / 2];
+    printf("calibrate v%d rounds %ld ops %.0f best_ms %.3f median_ms %.3f mops_per_s %.3f checksum %llu\n",
+           CAL_VERSION, rounds, ops, ms[0], median, median > 0 ? ops / (median * 1e3) : 0.0,
+           (unsigned long long)checksum);
+    free(next); free(x); free(y); free(ms);
+    return 0;
+}
