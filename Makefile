@@ -2,11 +2,21 @@
 # idempotent and takes about a second once done), so `make demo` and `make test`
 # work on a fresh Debian machine.
 #
-#   make demo        the embedded model answers arithmetic problems
+#   make demo        the embedded model answers arithmetic problems, cross-built for
+#                    rpi5 under qemu cortex-a76 and natively, side by side
+#   make test-boards edgerun test --board for BOARDS (default: rpi5 armv9-sve2)
 #   make test        C unit tests, pytest, clang -Werror build, pip install check
 #   make test-long   the slow tests (-m long)
 #   make test-asan   C tests and the bad-input/CLI tests under ASan+UBSan
-#   make bench       edgerun vs llama.cpp on the embedded and a 15M model
+#   make test-tsan   the worker pool's C tests (threadpool, trace) under ThreadSanitizer
+#   make fuzz        each libFuzzer harness for FUZZ_SECONDS (default 60)
+#   make soak        10,000 generate requests: RSS growth (Python, C) and leaks (C under LeakSanitizer)
+#   make bench-latency  per-token latency percentiles and first-request latency (scripts/bench_latency.py)
+#   make test-tsan-swap  the live model swap stress test under ThreadSanitizer (clang)
+#   make bench       edgerun vs llama.cpp: 15M/110M shapes x F32/Q8_0/Q4_0/Q4_K x 1,2 threads -> docs/PERFORMANCE.md
+#   make bench-board BOARD=rpi5         the board's cross build under qemu: latency, gates (JSON + PNG)
+#   make sysroot BOARD=rpi5             the board's aarch64 Python (python3 + cffi + numpy) in build/sysroot/
+#   make test-device-python BOARD=rpi5  examples/device/*.py with that Python under qemu
 #   make build       just build/native (libedgerun.so, edgerun-cli, C tests)
 #   make clean       remove build/ (keeps .venv); `make distclean` removes .venv too
 
@@ -42,7 +52,7 @@ EDGERUN = $(call PYENV,$(NATIVE)) $(PY) -m edgerun
 # install check add no C paths and would only slow the sanitizer run.)
 ASAN_TESTS ?= $(wildcard tests/test_bad_input*.py tests/test_native_cli.py tests/test_cli.py \
                 tests/test_python_api.py tests/test_default_model.py tests/test_tokenizer_*.py \
-                tests/test_shared_models.py)
+                tests/test_shared_models.py tests/test_snapshot.py tests/test_trace.py)
 # (a variable, because a comma inside $(call ...) would split the argument)
 ASAN_MESON_OPTS := $(MESON_OPTS) -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
                    -Dc_args=-fno-sanitize-recover=all
@@ -58,6 +68,9 @@ BENCH_THREADS ?= 1,2
 BENCH_MODELS := models/edgerun-add.gguf $(BENCH_DIR)/llama15m-f32.gguf $(BENCH_DIR)/llama15m-q8_0.gguf
 
 .PHONY: all setup build test test-long test-asan clang-check demo bench clean distclean
+.PHONY: demo-native test-boards
+.PHONY: test-tsan-swap bench-tokenizer
+.PHONY: test-tsan fuzz soak bench-latency
 
 all: build
 
@@ -100,19 +113,113 @@ test-asan: setup
 	  $(call PYENV,$(ASAN)) $(SAN_ENV) LD_PRELOAD=$(ASAN_LIB) $(PY) -m pytest -p no:cacheprovider $(ASAN_TESTS) $(PYTEST_ARGS); \
 	else echo "test-asan: no Python bad-input tests found"; fi
 
-demo: build
+# Live model swap under ThreadSanitizer: workers generate while a swapper
+# replaces the model every millisecond (runtime_c/tests/test_live_swap.c, the
+# meson test live_swap_tsan, which exists only in a -Db_sanitize=thread build).
+# clang does not link its sanitizer runtime into shared libraries, hence
+# b_lundef=false; TSAN_WRAP (below) turns ASLR off where clang 14's TSan needs
+# it. About 35 s on 2 cores from scratch, 6 s of it the test.
+TSAN_SWAP := build/tsan-swap
+TSAN_SWAP_MESON_OPTS := $(MESON_OPTS) -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false
+test-tsan-swap: setup
+	$(call configure,$(TSAN_SWAP),clang,$(TSAN_SWAP_MESON_OPTS))
+	ninja -C $(TSAN_SWAP) runtime_c/tests/test_live_swap
+	$(MESON) test -C $(TSAN_SWAP) --no-rebuild --print-errorlogs $(TSAN_WRAP) live_swap_tsan
+
+# The C tests that drive the worker pool with 2+ threads, under
+# ThreadSanitizer: test_threadpool (thousands of tiny dispatches, dynamic
+# chunks, two sessions decoding at once while a third thread reads the trace)
+# and test_trace (workers recording into the ring). The snapshot test stays
+# out: its power-cut timing is calibrated for native speed. ASLR is switched
+# off for the run where the kernel allows it, because the TSan runtime of
+# clang 14 cannot place its shadow memory under the 32-bit mmap
+# randomisation of recent kernels. About 2 minutes on 2 cores.
+TSAN := build/tsan
+TSAN_C_TESTS ?= threadpool trace
+TSAN_MESON_OPTS := $(MESON_OPTS) -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false
+TSAN_WRAP = $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "--wrapper='setarch $$(uname -m) -R'")
+test-tsan: setup
+	$(call configure,$(TSAN),clang,$(TSAN_MESON_OPTS))
+	ninja -C $(TSAN) $(addprefix runtime_c/tests/test_,$(TSAN_C_TESTS))
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(MESON) test -C $(TSAN) --no-rebuild --print-errorlogs $(TSAN_WRAP) $(TSAN_C_TESTS)
+
+# libFuzzer harnesses (runtime_c/tests/fuzz_*.c), each for FUZZ_SECONDS, in
+# $(FUZZ_BUILD); scripts/fuzz.sh says what to do with a crash.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD ?= $(ROOT)/build/fuzz
+fuzz: setup
+	MESON="$(MESON)" FUZZ_BUILD=$(FUZZ_BUILD) bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# Soak: SOAK_REQUESTS generate requests through the C API (RSS and open
+# descriptors must not creep) and through Python (tests/test_soak.py -m long),
+# then the C driver again in the ASan build with LeakSanitizer on: zero leaks.
+# (500 Python and 300 C requests run in `make test` already.)
+SOAK_REQUESTS ?= 10000
+soak: build
+	$(NATIVE)/runtime_c/tests/test_soak models/edgerun-add.gguf $(SOAK_REQUESTS)
+	$(call PYENV,$(NATIVE)) $(PY) -m pytest -m long -s tests/test_soak.py $(PYTEST_ARGS)
+	$(call configure,$(ASAN),gcc,$(ASAN_MESON_OPTS))
+	ninja -C $(ASAN) runtime_c/tests/test_soak
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(ASAN)/runtime_c/tests/test_soak models/edgerun-add.gguf $(SOAK_REQUESTS)
+
+# Latency stability, reported (docs/PERFORMANCE.md): p50/p90/p99/max of
+# per-token latency over 1,000 tokens and the first request after open
+# against the steady p99, on the embedded model and, when `make bench` has
+# made it, the 15M-parameter one. Run it on an idle machine.
+LATENCY_MODELS := models/edgerun-add.gguf $(BENCH_DIR)/llama15m-q8_0.gguf
+bench-latency: build
+	@for m in $(LATENCY_MODELS); do \
+	  if [ ! -f $$m ]; then echo "bench-latency: $$m is missing (make bench makes it), skipped"; continue; fi; \
+	  for t in 1 2; do $(call PYENV,$(NATIVE)) $(PY) scripts/bench_latency.py $$m --threads $$t; echo; done; \
+	done
+
+# The embedded model on a board build: cross-built for DEMO_BOARD (build/rpi5)
+# and run under qemu-aarch64 with the board's CPU model (cortex-a76), next to
+# the same model on this machine's build (build/host): answers, accuracy and a
+# latency table side by side (scripts/demo_board.py). setup installs the cross
+# compiler and qemu-user; `make demo-native` is the Python-API demo alone.
+DEMO_BOARD ?= rpi5
+demo: setup
+	PYTHONPATH=$(ROOT)/pybind $(PY) scripts/demo_board.py --board $(DEMO_BOARD)
+
+demo-native: build
 	$(call PYENV,$(NATIVE)) $(PY) scripts/demo.py
+
+# The board driver on the boards CI proves: for each, `edgerun build --board B`
+# and `edgerun test --board B` (C tests and model checks under qemu-user on every
+# CPU model the board lists; SVE boards at 128, 256 and 512 bits). The host
+# build (build/host) is the logits reference. ci/github-actions.yml runs the
+# same command per board.
+BOARDS ?= rpi5 armv9-sve2
+test-boards: setup
+	@for b in $(BOARDS); do \
+	  echo "== edgerun test --board $$b"; \
+	  PYTHONPATH=$(ROOT)/pybind $(PY) -m edgerun test --board $$b || exit 1; \
+	done
 
 $(BENCH_DIR)/llama15m-%.gguf: scripts/make_bench_model.py
 	$(PY) scripts/make_bench_model.py $@ --type $*
 
+# The matrix (bench.matrix): 15M and 110M shapes x F32/Q8_0/Q4_0/Q4_K x 1 and
+# 2 threads, both engines, read bandwidth in the same run; writes
+# docs/PERFORMANCE.md, docs/performance.png and $(BENCH_DIR)/matrix.json.
+# ~5-10 min on 2 cores (the first run also makes the models, ~2 min);
+# BENCH_QUICK=1 runs the 15M shape only. Then the embedded model, as before.
+BENCH_QUICK ?= 0
 bench: build
 	EDGERUN_SETUP_BENCH=1 bash scripts/setup.sh
-	$(MAKE) --no-print-directory $(BENCH_DIR)/llama15m-f32.gguf $(BENCH_DIR)/llama15m-q8_0.gguf
-	@for m in $(BENCH_MODELS); do \
-	  if [ ! -f $$m ]; then echo "bench: $$m is missing, skipped"; continue; fi; \
-	  echo; $(EDGERUN) bench $$m --threads $(BENCH_THREADS) --out $(BENCH_DIR)/$$(basename $$m .gguf).json; \
-	done
+	$(EDGERUN) bench --matrix $(if $(filter 1,$(BENCH_QUICK)),--quick) --threads $(BENCH_THREADS) \
+	  --bench-dir $(BENCH_DIR) --doc docs/PERFORMANCE.md
+	@echo; $(EDGERUN) bench models/edgerun-add.gguf --threads $(BENCH_THREADS) --out $(BENCH_DIR)/edgerun-add.json
+	@echo; $(EDGERUN) bench-tokenizer --mb 10
+
+# Tokenizer MB/s (10 MB of mixed text) beside HF tokenizers and tiktoken, exactness
+# checked on every document first; docs/TOKENIZER_BENCH.md has the method.
+bench-tokenizer: build
+	EDGERUN_SETUP_BENCH=1 bash scripts/setup.sh
+	$(EDGERUN) bench-tokenizer --mb 10
 
 clean:
 	rm -rf build dist .pytest_cache .hypothesis
@@ -120,3 +227,20 @@ clean:
 
 distclean: clean
 	rm -rf .venv
+
+# The board driver's on-device side: `edgerun bench --board` (board_bench.py),
+# `edgerun sysroot` (sysroot.py) and the control scripts in examples/device/
+# under the board's own Python (device_python.py). Each builds build/$(BOARD)/
+# when needed; the sysroot needs deb.debian.org and PyPI the first time.
+# BENCH_BOARD_ARGS: e.g. --update-baseline (rewrites benchmarks/baselines/$(BOARD).json).
+BOARD ?= rpi5
+BENCH_BOARD_ARGS ?=
+.PHONY: bench-board sysroot test-device-python
+bench-board: setup
+	$(EDGERUN) bench --board $(BOARD) $(BENCH_BOARD_ARGS)
+
+sysroot: setup
+	$(EDGERUN) sysroot --board $(BOARD)
+
+test-device-python: setup
+	$(EDGERUN) test --board $(BOARD) --python

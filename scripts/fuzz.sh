@@ -21,8 +21,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD:-/tmp/edgerun-fuzz}
 command -v clang >/dev/null || { echo "fuzz.sh: clang is required" >&2; exit 2; }
 
+# $MESON: the meson command (make passes the venv's: Debian 12's /usr/bin/meson
+# is older than meson.build allows); unquoted below, as it may be several words.
 if [ ! -f "$build/lib/build.ninja" ]; then
-  CC=clang meson setup "$build/lib" "$root" -Dpython=false -Dtests=false -Dcli=false \
+  CC=clang ${MESON:-meson} setup "$build/lib" "$root" -Dpython=false -Dtests=false -Dcli=false \
     -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
     -Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all" >/dev/null
 fi

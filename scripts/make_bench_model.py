@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Writes the benchmark model: a ~15M-parameter Llama GGUF with seeded random weights.
+"""Writes a benchmark model: a Llama GGUF of a real shape with seeded random weights.
 
-The shape is that of the smallest "stories" Llama (dim 288, 6 layers, 6 heads,
-hidden 768, vocab 32000, tied embeddings): big enough that decode streams tens
-of megabytes of weights per token, small enough to generate in seconds. The
-weights mean nothing; only speed and memory are measured on it. A SentencePiece
+Two shapes, those of the "stories" Llamas (tied embeddings, vocab 32000):
+  15m:  dim 288, 6 layers, 6 heads, hidden 768   (~15M parameters)
+  110m: dim 768, 12 layers, 12 heads, hidden 2048 (~110M parameters)
+Big enough that decode streams tens to hundreds of megabytes of weights per
+token. The weights mean nothing; only speed and memory are measured on them.
+
+Q4_K needs rows that are a multiple of 256 elements. The 15M shape's rows of
+288 are not, so there — as llama.cpp's quantizer falls back to a legacy type
+for such tensors — the 288-wide matrices are Q4_0 (the same 4.5 bits per
+weight) and only ffn_down (rows of 768) is Q4_K. A SentencePiece
 vocabulary of synthetic pieces (<unk>, <s>, </s>, the 256 byte tokens, then
 filler words) makes the file loadable by llama.cpp as well as by edgerun.
 
     python scripts/make_bench_model.py build/bench/llama15m-f32.gguf --type f32
     python scripts/make_bench_model.py build/bench/llama15m-q8_0.gguf --type q8_0
+    python scripts/make_bench_model.py build/bench/llama110m-q4_k.gguf --type q4_k --shape 110m
 """
 import argparse
 import pathlib
@@ -22,10 +29,17 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     sys.exit("make_bench_model: the `gguf` package is needed: pip install gguf")
 
-SHAPE = dict(n_vocab=32000, dim=288, n_layer=6, n_head=6, n_head_kv=6, hidden=768, n_ctx=512)
-TYPES = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
-         "q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}
-FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7}   # llama.cpp's general.file_type values
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "pybind"))
+from edgerun import kquants  # noqa: E402  (numpy only; the C library is not loaded)
+
+SHAPES = {
+    "15m": dict(n_vocab=32000, dim=288, n_layer=6, n_head=6, n_head_kv=6, hidden=768, n_ctx=512),
+    "110m": dict(n_vocab=32000, dim=768, n_layer=12, n_head=12, n_head_kv=12, hidden=2048, n_ctx=1024),
+}
+SHAPE = SHAPES["15m"]
+T = gguf.GGMLQuantizationType
+TYPES = {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_k": T.Q4_K}
+FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k": 15}   # llama.cpp's general.file_type values
 
 
 def synthetic_vocab(n_vocab):
@@ -50,13 +64,13 @@ def synthetic_vocab(n_vocab):
     return tokens, scores, types
 
 
-def build(path, wtype, seed=0):
-    s = SHAPE
+def build(path, wtype, seed=0, shape="15m"):
+    s = SHAPES[shape]
     rng = np.random.default_rng(seed)
     head_dim = s["dim"] // s["n_head"]
 
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name(f"edgerun-bench-15M-{wtype}")
+    w.add_name(f"edgerun-bench-{shape.upper()}-{wtype}")
     w.add_context_length(s["n_ctx"])
     w.add_embedding_length(s["dim"])
     w.add_block_count(s["n_layer"])
@@ -84,9 +98,13 @@ def build(path, wtype, seed=0):
     def weight(name, rows, cols):
         data = (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float32)
         q = TYPES[wtype]
-        if q == gguf.GGMLQuantizationType.F32:
+        if q == T.Q4_K and cols % kquants.QK_K:
+            q = T.Q4_0
+        if q == T.Q4_K:
+            w.add_tensor(name, kquants.quantize(data, "Q4_K"), raw_dtype=q)
+        elif q == T.F32:
             w.add_tensor(name, data)
-        elif q == gguf.GGMLQuantizationType.F16:
+        elif q == T.F16:
             w.add_tensor(name, data.astype(np.float16))
         else:
             w.add_tensor(name, gguf.quants.quantize(data, q), raw_dtype=q)
@@ -120,10 +138,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=pathlib.Path, help="GGUF file to write")
     ap.add_argument("--type", choices=sorted(TYPES), default="f32", help="type of the 2-D weights")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="15m", help="model shape (default 15m)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    build(a.out, a.type, a.seed)
-    print(f"make_bench_model: wrote {a.out} ({a.out.stat().st_size / 2**20:.1f} MiB, {a.type})")
+    build(a.out, a.type, a.seed, a.shape)
+    print(f"make_bench_model: wrote {a.out} ({a.out.stat().st_size / 2**20:.1f} MiB, {a.shape} {a.type})")
     return 0
 
 

@@ -22,7 +22,10 @@ say() { printf 'setup: %s\n' "$*"; }
 APT_CORE=(build-essential clang meson ninja-build python3 python3-venv python3-dev pkg-config)
 # The board driver (cross builds, runs under emulation) needs these; a failure
 # to install them must not stop a native build and test.
-APT_CROSS=(gcc-aarch64-linux-gnu qemu-user)
+# (libc6-dev-arm64-cross: the aarch64 sysroot /usr/aarch64-linux-gnu that links
+# the builds and that qemu-aarch64 -L loads; apt would skip it as a mere
+# recommendation with --no-install-recommends.)
+APT_CROSS=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -54,6 +57,17 @@ apt_install() {
 if command -v dpkg-query >/dev/null 2>&1; then
   mapfile -t need < <(missing "${APT_CORE[@]}")
   if [ "${#need[@]}" -gt 0 ]; then apt_install "${need[@]}"; fi
+  # libFuzzer and clang's sanitizer runtimes (make fuzz, make test-tsan) are in
+  # libclang-rt-N-dev, which clang only recommends, so --no-install-recommends
+  # leaves it out; N is the major version of the clang just installed
+  # (Debian 12: 14, Debian 13: 19).
+  clang_major="$(clang -dumpversion 2>/dev/null | cut -d. -f1 || true)"
+  if [ -n "$clang_major" ]; then
+    mapfile -t need < <(missing "libclang-rt-$clang_major-dev")
+    if [ "${#need[@]}" -gt 0 ]; then
+      apt_install "${need[@]}" || say "warning: could not install ${need[*]} (make fuzz and make test-tsan need it)" >&2
+    fi
+  fi
   if [ "${EDGERUN_SETUP_CROSS:-1}" != "0" ]; then
     mapfile -t need < <(missing "${APT_CROSS[@]}")
     if [ "${#need[@]}" -gt 0 ]; then
@@ -81,6 +95,10 @@ PIP_REQS=(
   # HF tokenizers classify characters with Unicode 16; Python 3.11's own
   # unicodedata is 14, so the table-freshness test needs the backport.
   "unicodedata2==16.0.0"
+  # the board driver (edgerun boards/build/test) reads boards/*.yaml
+  pyyaml
+  # edgerun bench --board draws its latency plot (PNG) with matplotlib.
+  matplotlib
 )
 # pip_group NAME CHECK REQ...: installs REQ... unless the stamp for exactly this
 # list (and this Python) exists; CHECK is an import line run afterwards.
@@ -101,8 +119,8 @@ pip_group() {
   touch "$stamp"
 }
 
-pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2' "${PIP_REQS[@]}"
+pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml' "${PIP_REQS[@]}"
 if [ "${EDGERUN_SETUP_BENCH:-0}" = "1" ]; then
-  pip_group bench 'import llama_cpp, tiktoken' llama-cpp-python tiktoken
+  pip_group bench 'import llama_cpp, tiktoken, matplotlib' llama-cpp-python tiktoken matplotlib
 fi
 say "ready: $PY"

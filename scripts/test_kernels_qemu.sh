@@ -32,10 +32,10 @@ compile() { # out.o flags... src
     out=$1; shift
     $CC $CFLAGS "$@" -c -o "$BUILD/$out" || { echo "compile failed: $*"; exit 1; }
 }
-compile neon_q.o "$K/neon/q_neon.c"
+compile neon_q.o -DER_NEON_DOTPROD=0 "$K/neon/q_neon.c"
 compile neon_float.o "$K/neon/float_neon.c"
 compile neon_ew.o "$K/neon/ew_neon.c"
-compile neondp_q.o -march=armv8.2-a+dotprod "$K/neon/q_neon.c"
+compile neondp_q.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/q_neon.c"
 compile sve_q.o -march=armv8.2-a+sve "$K/sve/q_sve.c"
 compile sve_float.o -march=armv8.2-a+sve "$K/sve/float_sve.c"
 $CC $CFLAGS -static -o "$BUILD/test_kernels_isa" \

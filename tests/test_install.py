@@ -80,6 +80,12 @@ def test_pip_install_into_fresh_venv(tmp_path):
     # The console scripts: the Python CLI and the native binary.
     r = subprocess.run([str(venv / "bin" / "edgerun"), "--version"], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and edgerun.__version__ in r.stdout, r.stderr
+    # Every verb's module made it into the wheel (a forgotten one only shows
+    # when a user runs that verb).
+    r = subprocess.run([str(vpy), "-c", "import importlib, edgerun.cli as c\n"
+                        "[importlib.import_module('edgerun.commands.' + n) for n in c.COMMANDS]"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
     r = subprocess.run([str(venv / "bin" / "edgerun-cli"), "--version"], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == f"edgerun-cli {edgerun.__version__}", r.stderr
 

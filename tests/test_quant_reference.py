@@ -85,7 +85,7 @@ def test_dequantize_rejects_short_or_partial_input():
     with pytest.raises(ValueError):
         ref.dequantize(b"\0" * 34, ref.Q8_0, [16])
     with pytest.raises(NotImplementedError):
-        ref.dequantize(b"\0" * 100, 12, [256])
+        ref.dequantize(b"\0" * 100, 10, [256])   # Q2_K: no dequantizer
 
 
 def test_rope_variants_rotate_the_right_pairs():

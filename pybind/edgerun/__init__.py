@@ -19,13 +19,16 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Model": ("model", "Model"),
+    "Session": ("session", "Session"),
+    "LiveModel": ("live", "LiveModel"),
     "plan": ("model", "plan"),
     "aligned_buffer": ("model", "aligned_buffer"),
     "default_model_path": ("model", "default_model_path"),
     "Tokenizer": ("tokenizer", "Tokenizer"),
 }
 
-__all__ = ["Model", "Tokenizer", "plan", "aligned_buffer", "default_model_path", "errors", "__version__"]
+__all__ = ["Model", "Session", "LiveModel", "Tokenizer", "plan", "aligned_buffer", "default_model_path",
+           "errors", "__version__"]
 
 
 def __getattr__(name):

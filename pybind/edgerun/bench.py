@@ -12,7 +12,13 @@ Both workers follow the same protocol, so the figures compare like with like:
   * TTFT = prefill + choosing the first token (greedy);
   * decode tok/s = single-token forward passes / their time (sampling excluded),
     over `gen_tokens` steps that ignore end-of-text, so every run does the same work;
-  * peak RSS is VmHWM at the end; base RSS is the interpreter before the model opens.
+  * peak RSS is VmHWM at the end; base RSS is the interpreter before the model opens;
+  * with repeat > 1 the headline figures are medians, with the [min, max] spread.
+
+`matrix()` (`edgerun bench --matrix`, `make bench`) runs both engines over the
+benchmark shapes, weight types and thread counts, measures the machine's read
+bandwidth in the same run (runtime_c/tools/membw.c), and writes
+docs/PERFORMANCE.md and a plot.
 """
 import argparse
 import importlib.util
@@ -84,13 +90,13 @@ def _worker_edgerun(a):
     # Warm-up: touches every weight page once.
     for _ in m.generate(ids[:min(p, 8)], max_tokens=2, stream=True, stop_at_eos=False):
         pass
-    best = None
+    runs = []
     for _ in range(a.repeat):
         n = sum(1 for _ in m.generate(ids, max_tokens=g + 1, stream=True, stop_at_eos=False))
         s = m.stats()
-        run = {"prefill_tokens_per_s": s["prefill_tokens_per_s"], "decode_tokens_per_s": s["decode_tokens_per_s"],
-               "ttft_ms": s["ttft_ms"], "n_generated": n}
-        best = run if best is None else _best(best, run)
+        runs.append({"prefill_tokens_per_s": s["prefill_tokens_per_s"], "decode_tokens_per_s": s["decode_tokens_per_s"],
+                     "ttft_ms": s["ttft_ms"], "n_generated": n})
+    best = _summary(runs)
     st = m.stats()
     out = {
         "engine": "edgerun", "version": ffi.string(lib.er_version()).decode(), "isa": m.isa,
@@ -125,7 +131,7 @@ def _worker_llama(a):
     ids = prompt_ids(n_vocab, p)
     llm.eval(ids[:min(p, 8)])
     llm.eval([int(_llama_logits(llm, n_vocab).argmax())])
-    best = None
+    runs = []
     for _ in range(a.repeat):
         llm.reset()
         ts = time.perf_counter()
@@ -139,9 +145,9 @@ def _worker_llama(a):
             llm.eval([tok])
             decode_s += time.perf_counter() - td
             tok = int(_llama_logits(llm, n_vocab).argmax())
-        run = {"prefill_tokens_per_s": p / max(tp - ts, 1e-9), "decode_tokens_per_s": g / max(decode_s, 1e-9),
-               "ttft_ms": ttft * 1e3, "n_generated": g + 1}
-        best = run if best is None else _best(best, run)
+        runs.append({"prefill_tokens_per_s": p / max(tp - ts, 1e-9), "decode_tokens_per_s": g / max(decode_s, 1e-9),
+                     "ttft_ms": ttft * 1e3, "n_generated": g + 1})
+    best = _summary(runs)
     out = {
         "engine": "llama.cpp", "version": getattr(llama_cpp, "__version__", "?"), "isa": "llama.cpp default",
         "threads": a.threads, "batch": a.batch, "n_ctx": llm.n_ctx(), "prompt_tokens": p, "gen_tokens": g,
@@ -153,14 +159,23 @@ def _worker_llama(a):
     return out
 
 
-def _best(a, b):
-    """Best of repeated runs: the fastest figure of each kind (noise only slows a run down)."""
-    return {
-        "prefill_tokens_per_s": max(a["prefill_tokens_per_s"], b["prefill_tokens_per_s"]),
-        "decode_tokens_per_s": max(a["decode_tokens_per_s"], b["decode_tokens_per_s"]),
-        "ttft_ms": min(a["ttft_ms"], b["ttft_ms"]),
-        "n_generated": b["n_generated"],
-    }
+FIGURES = ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms")
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def _summary(runs):
+    """Repeated runs -> the median of each figure (the headline numbers), each
+    figure's [min, max] spread in "spread", and every run in "runs"."""
+    out = {k: _median([r[k] for r in runs]) for k in FIGURES}
+    out["n_generated"] = runs[-1]["n_generated"]
+    out["spread"] = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in FIGURES}
+    out["runs"] = runs
+    return out
 
 
 def _worker_main(argv):
@@ -240,7 +255,7 @@ def format_table(report):
     p = ok[0]["prompt_tokens"] if ok else report["prompt_tokens"]
     g = ok[0]["gen_tokens"] if ok else report["gen_tokens"]
     lines = [f"model: {report['model']} ({_mib(report['file_bytes'])} MiB); prompt {p} tokens, "
-             f"{g} decode steps, batch {report['batch']}, best of {report['repeat']}"]
+             f"{g} decode steps, batch {report['batch']}, median of {report['repeat']}"]
     head = ("engine", "threads", "prefill tok/s", "decode tok/s", "TTFT ms", "open ms",
             "peak RSS MiB", "RSS-base MiB", "arena MiB")
     rows = []
@@ -266,6 +281,304 @@ def format_table(report):
         lines.append(report["llama_cpp"] if report["llama_cpp"].startswith("llama.cpp") else
                      f"llama.cpp: {report['llama_cpp']}")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- matrix
+SHAPES = ("15m", "110m")
+MATRIX_TYPES = ("f32", "q8_0", "q4_0", "q4_k")
+MATRIX_CTX = 256          # both engines: prompt 64 + 128 decode steps fit, KV caches stay small
+
+
+def _repo():
+    return pathlib.Path(__file__).resolve().parent.parent.parent
+
+
+def bench_model(out_dir, shape, wtype, log=None):
+    """The benchmark GGUF of `shape` and `wtype` in out_dir, made (seeded, by
+    scripts/make_bench_model.py) when missing."""
+    out_dir = pathlib.Path(out_dir)
+    path = out_dir / f"llama{shape}-{wtype}.gguf"
+    if path.is_file():
+        return path
+    script = _repo() / "scripts" / "make_bench_model.py"
+    if not script.is_file():
+        raise FileNotFoundError(2, "benchmark models are made by scripts/make_bench_model.py (a checkout)",
+                                str(script))
+    spec = importlib.util.spec_from_file_location("_edgerun_make_bench_model", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if log:
+        log(f"bench: making {path.name} ...")
+    tmp = path.with_name(path.name + ".part")
+    mod.build(tmp, wtype, 0, shape)
+    os.replace(tmp, path)
+    return path
+
+
+def weight_bytes_per_token(path):
+    """Bytes of weights one decode step reads: every tensor once, except that an
+    untied token_embd contributes only the one row the step looks up."""
+    import gguf
+    r = gguf.GGUFReader(str(path))
+    tensors = {t.name: t for t in r.tensors}
+    tied = "output.weight" not in tensors
+    total = 0
+    for name, t in tensors.items():
+        nbytes = int(t.n_bytes)
+        if name == "token_embd.weight" and not tied:
+            nbytes //= int(t.shape[-1]) if len(t.shape) > 1 else 1
+        total += nbytes
+    return total
+
+
+def membw_binary():
+    """edgerun-membw (runtime_c/tools/membw.c) from $EDGERUN_MEMBW, beside
+    $EDGERUN_CLI or $EDGERUN_LIB, or in build/native; None if not built."""
+    cands = []
+    if os.environ.get("EDGERUN_MEMBW"):
+        cands.append(pathlib.Path(os.environ["EDGERUN_MEMBW"]))
+    if os.environ.get("EDGERUN_CLI"):
+        cands.append(pathlib.Path(os.environ["EDGERUN_CLI"]).parent / "edgerun-membw")
+    if os.environ.get("EDGERUN_LIB"):
+        cands.append(pathlib.Path(os.environ["EDGERUN_LIB"]).parent / "tools" / "edgerun-membw")
+    cands.append(_repo() / "build" / "native" / "runtime_c" / "tools" / "edgerun-membw")
+    return next((c for c in cands if c.is_file() and os.access(c, os.X_OK)), None)
+
+
+def measure_bandwidth(threads, mib=512):
+    """{threads: GB/s} of streaming reads, and the probe used. The C probe
+    (best of several passes) when built; otherwise numpy, one thread, which
+    reads slower than the C loop and so overstates % of bandwidth."""
+    exe = membw_binary()
+    if exe is not None:
+        r = subprocess.run([str(exe), str(mib), *map(str, threads)], capture_output=True, text=True, timeout=300)
+        if r.returncode == 0:
+            out = {}
+            for line in r.stdout.splitlines():
+                if line.startswith("{"):
+                    d = json.loads(line)
+                    out[int(d["threads"])] = float(d["gb_per_s"])
+            if out:
+                return out, f"{exe.name} (C, {mib} MiB, best pass)"
+    import numpy as np
+    a = np.ones((mib << 20) // 8, dtype=np.uint64)
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        a.sum()
+        best = max(best, a.nbytes / (time.perf_counter() - t0) / 1e9)
+    return {t: best for t in threads}, f"numpy sum ({mib} MiB, 1 thread, best of 5; C probe not built)"
+
+
+def machine_info():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "Model name")):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import platform
+    return {"cpu": cpu, "machine": platform.machine(), "cpus": os.cpu_count(),
+            "python": platform.python_version()}
+
+
+def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3, prompt_tokens=64,
+           gen_tokens=128, peer=True, timeout=900, log=None):
+    """Both engines over shapes x types x threads on seeded benchmark models,
+    with the read bandwidth measured in the same run. Returns a JSON-ready dict."""
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t_start = time.time()
+    load_before = os.getloadavg()
+    # Measured before and after the engines, keeping the higher figure per
+    # thread count: a probe that other processes disturb only reads low, and
+    # a low bandwidth would flatter every engine's % of it.
+    bw, probe = measure_bandwidth(threads)
+    log("bench: read bandwidth " + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in sorted(bw.items())))
+    llama = peer and llama_cpp_available()
+    engines = ("edgerun", "llama.cpp") if llama else ("edgerun",)
+    rows = []
+    for shape in shapes:
+        for wt in types:
+            path = bench_model(out_dir, shape, wt, log)
+            wbytes = weight_bytes_per_token(path)
+            for t in threads:
+                for engine in engines:
+                    r = _run_worker(engine, path, t, 64, MATRIX_CTX, prompt_tokens, gen_tokens, repeat, timeout)
+                    r.update(shape=shape, type=wt, model=str(path), weight_bytes_per_token=wbytes,
+                             bandwidth_gb_per_s=bw[t])
+                    if "error" not in r:
+                        gbs = r["decode_tokens_per_s"] * wbytes / 1e9
+                        r["decode_weight_gb_per_s"] = gbs
+                        r["pct_of_bandwidth"] = 100.0 * gbs / bw[t]
+                        log(f"bench: {shape:>4} {wt:<5} t={t} {engine:<9} prefill {r['prefill_tokens_per_s']:8.1f}"
+                            f"  decode {r['decode_tokens_per_s']:7.1f} tok/s ({r['pct_of_bandwidth']:5.1f}% of "
+                            f"bandwidth so far)  peak RSS {_mib(r['peak_rss_bytes'])} MiB")
+                    else:
+                        log(f"bench: {shape} {wt} t={t} {engine}: error: {r['error']}")
+                    rows.append(r)
+    bw_after, _ = measure_bandwidth(threads)
+    log("bench: read bandwidth after " + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in sorted(bw_after.items())))
+    bw_before = dict(bw)
+    for t in threads:
+        bw[t] = max(bw[t], bw_after.get(t, 0.0))
+    for r in rows:
+        if "error" not in r:
+            r["bandwidth_gb_per_s"] = bw[r["threads"]]
+            r["pct_of_bandwidth"] = 100.0 * r["decode_weight_gb_per_s"] / bw[r["threads"]]
+    if peer and not llama:
+        peer_status = LLAMA_MISSING
+    else:
+        peer_status = "installed" if llama else "not run (--no-peer)"
+    return {"kind": "matrix", "machine": machine_info(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "seconds": round(time.time() - t_start, 1), "load_avg_before": list(load_before),
+            "load_avg_after": list(os.getloadavg()), "bandwidth_gb_per_s": {str(k): v for k, v in bw.items()},
+            "bandwidth_before_after": {str(k): [bw_before[k], bw_after.get(k)] for k in bw},
+            "bandwidth_probe": probe, "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens,
+            "repeat": repeat, "ctx": MATRIX_CTX, "llama_cpp": peer_status, "results": rows}
+
+
+def _find(rows, shape, wt, t, engine):
+    return next((r for r in rows if r.get("shape") == shape and r.get("type") == wt and r.get("threads") == t
+                 and r.get("engine") == engine and "error" not in r), None)
+
+
+def _fig(r, key, fmt="{:.1f}"):
+    if r is None:
+        return "-"
+    lo, hi = r["spread"][key]
+    return f"{fmt.format(r[key])} [{fmt.format(lo)}-{fmt.format(hi)}]"
+
+
+def format_markdown(rep, plot_name=None):
+    """docs/PERFORMANCE.md from a matrix report."""
+    m = rep["machine"]
+    la, lb = rep["load_avg_before"], rep["load_avg_after"]
+    bw = ", ".join(f"{t} thread(s): {g:.1f} GB/s" for t, g in sorted(rep["bandwidth_gb_per_s"].items()))
+    lines = [
+        "## Throughput: edgerun and llama.cpp",
+        "",
+        "Written by `make bench` (`edgerun bench --matrix`, pybind/edgerun/bench.py) between the markers",
+        "around this section; re-run it on an idle machine to refresh every number here. Raw figures:",
+        "build/bench/matrix.json.",
+        "",
+        f"* machine: {m['cpu']} ({m['machine']}, {m['cpus']} CPUs), {rep['date']}",
+        f"* load average (1/5/15 min) before: {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}; after: "
+        f"{lb[0]:.2f} {lb[1]:.2f} {lb[2]:.2f}" + ("  **(machine was busy: figures are pessimistic and noisy)**"
+                                                  if max(la[0], lb[0]) > 0.5 * (m["cpus"] or 1) else ""),
+        f"* read bandwidth measured in the same run, before and after the engines, the higher kept: {bw} "
+        f"({rep['bandwidth_probe']})",
+        f"* workload: {rep['prompt_tokens']}-token prompt (prefill, one batch of 64), then {rep['gen_tokens']} "
+        f"greedy decode steps; context {rep['ctx']}; each engine in its own process; "
+        f"median of {rep['repeat']} runs, [min-max] beside it",
+        f"* peer: llama.cpp through llama-cpp-python ({rep['llama_cpp']}), same GGUF files, same thread counts",
+        f"* models: seeded random weights, shapes of the stories Llamas (15M: dim 288, 6 layers; 110M: dim 768,"
+        f" 12 layers; vocab 32000, tied embeddings). 15M Q4_K: 288-wide rows cannot hold K-quant super-blocks,"
+        f" so only ffn_down is Q4_K there and the rest Q4_0 (scripts/make_bench_model.py)",
+        "",
+        "`% BW` = decode tokens/s x weight bytes per token / read bandwidth at the same thread count: how",
+        "close decode gets to the memory-bound limit. A 15M file smaller than the last-level cache can",
+        "exceed 100% (its weights stay in cache between tokens).",
+        "",
+        "| shape | type | threads | engine | prefill tok/s | decode tok/s | % BW | peak RSS MiB | decode vs llama.cpp |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    rows = rep["results"]
+    for shape in SHAPES:
+        for wt in MATRIX_TYPES:
+            for t in sorted({r["threads"] for r in rows}):
+                for engine in ENGINES:
+                    r = _find(rows, shape, wt, t, engine)
+                    err = next((x for x in rows if x.get("shape") == shape and x.get("type") == wt
+                                and x.get("threads") == t and x.get("engine") == engine and "error" in x), None)
+                    if r is None and err is None:
+                        continue
+                    if r is None:
+                        lines.append(f"| {shape} | {wt} | {t} | {engine} | error: {err['error']} | | | | |")
+                        continue
+                    ratio = "-"
+                    peer = _find(rows, shape, wt, t, "llama.cpp")
+                    if engine == "edgerun" and peer:
+                        ratio = f"{r['decode_tokens_per_s'] / peer['decode_tokens_per_s']:.2f}x"
+                    lines.append(f"| {shape} | {wt} | {t} | {engine} | {_fig(r, 'prefill_tokens_per_s')} | "
+                                 f"{_fig(r, 'decode_tokens_per_s')} | {r['pct_of_bandwidth']:.0f}% | "
+                                 f"{_mib(r['peak_rss_bytes'])} | {ratio} |")
+    if plot_name:
+        lines += ["", f"![decode tokens/s and % of bandwidth]({plot_name})"]
+    lines += ["", f"Matrix took {rep['seconds']:.0f} s."]
+    return "\n".join(lines)
+
+
+DOC_BEGIN = "<!-- edgerun bench --matrix: begin (generated; edits inside are overwritten) -->"
+DOC_END = "<!-- edgerun bench --matrix: end -->"
+
+
+def update_doc(text, section):
+    """The document `text` with the generated `section` between DOC_BEGIN and
+    DOC_END: replaced in place when the markers are there, else inserted after
+    the title line (or as the whole file when empty). Everything else in the
+    file — other benchmarks' sections — is kept."""
+    block = f"{DOC_BEGIN}\n{section}\n{DOC_END}\n"
+    if DOC_BEGIN in text and DOC_END in text:
+        a = text.index(DOC_BEGIN)
+        b = text.index(DOC_END) + len(DOC_END)
+        rest = text[b:]
+        return text[:a] + block + (rest[1:] if rest.startswith("\n") else rest)
+    if not text.strip():
+        return "# Performance\n\n" + block
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].startswith("# "):
+        return lines[0] + "\n" + block + "\n" + "".join(lines[1:]).lstrip("\n")
+    return block + "\n" + text
+
+
+def plot(rep, png_path):
+    """Decode tok/s per configuration, both engines, with the spread as error
+    bars and % of bandwidth on top; one panel per shape. False without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = rep["results"]
+    shapes = [s for s in SHAPES if any(r.get("shape") == s for r in rows)]
+    threads = sorted({r["threads"] for r in rows})
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6.5 * len(shapes), 4.2), squeeze=False)
+    for ax, shape in zip(axes[0], shapes):
+        labels = [f"{wt}\n{t}T" for wt in MATRIX_TYPES for t in threads]
+        width = 0.38
+        for k, engine in enumerate(ENGINES):
+            xs, ys, err, pct = [], [], [[], []], []
+            for i, (wt, t) in enumerate((wt, t) for wt in MATRIX_TYPES for t in threads):
+                r = _find(rows, shape, wt, t, engine)
+                if r is None:
+                    continue
+                lo, hi = r["spread"]["decode_tokens_per_s"]
+                xs.append(i + (k - 0.5) * width)
+                ys.append(r["decode_tokens_per_s"])
+                err[0].append(r["decode_tokens_per_s"] - lo)
+                err[1].append(hi - r["decode_tokens_per_s"])
+                pct.append(r["pct_of_bandwidth"])
+            if not xs:
+                continue
+            ax.bar(xs, ys, width, yerr=err, capsize=2, label=engine)
+            for x, y, p in zip(xs, ys, pct):
+                ax.text(x, y, f"{p:.0f}%", ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_title(f"{shape}: decode tokens/s (label: % of read bandwidth)", fontsize=9)
+        ax.set_ylabel("tokens/s")
+        ax.legend(fontsize=7)
+    la = rep["load_avg_before"][0]
+    fig.suptitle(f"{rep['machine']['cpu']}, load avg {la:.1f}, median of {rep['repeat']}", fontsize=9)
+    fig.tight_layout()
+    pathlib.Path(png_path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 if __name__ == "__main__":

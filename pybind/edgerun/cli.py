@@ -13,12 +13,13 @@ import sys
 
 from . import __version__, errors
 
-COMMANDS = ("run", "info", "convert", "tokenize", "bench")
+COMMANDS = ("run", "info", "convert", "tokenize", "bench", "bench_tokenizer", "trace", "boards", "build", "test", "doctor", "sysroot",
+            "keygen", "package", "flash", "rollback")
 
 # What to do about each kind of failure, appended when the message has no advice of its own.
 _HINTS = {
     errors.CorruptModelError: "the file is damaged or not a GGUF v3 model; re-download or re-convert it",
-    errors.UnsupportedError: "edgerun runs llama/qwen2 GGUF models with F32, F16, BF16, Q8_0 or Q4_0 weights",
+    errors.UnsupportedError: "edgerun runs llama/qwen2 GGUF models with F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K weights",
     errors.ArenaTooSmallError: "pass a larger arena, or a smaller --ctx",
     errors.OutOfMemoryError: "lower --ctx or --batch, or free memory",
     errors.ContextFullError: "raise --ctx or shorten the prompt",
@@ -34,6 +35,17 @@ commands:
   convert   Hugging Face folder -> GGUF (f32, f16, bf16, q8_0, q4_0)
   tokenize  text -> token ids with a model's tokenizer
   bench     prefill/decode speed, TTFT, memory
+  bench-tokenizer  tokenizer MB/s beside HF tokenizers and tiktoken
+  boards    the target boards (boards/*.yaml), or `boards show NAME`
+  build     cross-build for a board: edgerun build --board rpi5
+  test      C tests and model checks under qemu-user: edgerun test --board rpi5
+  doctor    check the tools the board driver needs
+  sysroot   the board's own Python (aarch64 python3 + cffi + numpy) for on-device scripts
+  trace     per-op timings of a generation as a Perfetto/Chrome trace
+  keygen    signing key + certificate for update bundles
+  package   signed SWUpdate bundle (runtime, Python package, model, config) for a board
+  flash     A/B install a bundle onto a device folder or ssh:// target, with health check
+  rollback  switch a device back to its other slot
 
 examples:
   edgerun run "0012+0034="                   # the embedded default model (answers reversed)

@@ -67,6 +67,16 @@ class MismatchError(EdgerunError):
     status, status_name = -11, "ER_EMISMATCH"
 
 
+class BoardError(EdgerunError):
+    """A board file is missing or invalid, or a board build/test step failed.
+    Not a C status: raised by the board driver (edgerun.boards, .build, .qemu)."""
+
+
+class MissingToolError(BoardError):
+    """A tool the board driver needs (cross compiler, qemu-user, sysroot, meson)
+    is absent; the message names the Debian package that provides it."""
+
+
 BY_STATUS = {cls.status: cls for cls in (
     InvalidArgumentError, FileAccessError, CorruptModelError, UnsupportedError,
     ArenaTooSmallError, OutOfMemoryError, ContextFullError, BusyError,
@@ -77,3 +87,18 @@ def from_status(status, message):
     """The exception instance for a negative C status."""
     cls = BY_STATUS.get(status, EdgerunError)
     return cls(message or f"edgerun error {status}", status)
+
+
+class ConfigError(EdgerunError, ValueError):
+    """The device configuration (edgerun.yaml) is missing, unreadable or invalid.
+    Not a C status: `field` is the dotted path of the offending setting
+    ("threads.count"), or None when the file as a whole is at fault."""
+
+    def __init__(self, message, field=None):
+        super().__init__(message)
+        self.field = field
+
+
+class OtaError(EdgerunError):
+    """An update bundle was refused (bad signature, damaged, for another board,
+    older than allowed) or could not be installed; the active slot is untouched."""

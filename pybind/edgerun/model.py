@@ -2,22 +2,24 @@
 
 Each generate()/logits() call takes a fresh session slot (KV cache, history and
 RNG live in the model's arena) and gives it back when done, so calls never see
-each other's state and the same seed always gives the same tokens.
+each other's state and the same seed always gives the same tokens. A stream
+that must outlive one call (a conversation, a snapshot to resume from) is a
+Session: Model.session().
 """
 import os
 import pathlib
-import time
 
 import numpy as np
 
 from . import errors
 from ._ffi import check, ffi, lib
+from .session import Session, finish, prepare, sampling
 
 _HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_MODEL_NAME = "edgerun-add.gguf"
 ARENA_ALIGN = 64          # er_options.arena must be aligned to this (ER_ARENA_ALIGN)
 _KV_TYPES = {"f32": 0, "f16": 1}
-_ER_ECONTEXT = -7
+MAX_TRACE_EVENTS = 1 << 24   # er_options.trace_events range (ER_MAX_TRACE_EVENTS)
 
 
 def default_model_path():
@@ -38,14 +40,17 @@ def aligned_buffer(nbytes):
     return raw[off:off + nbytes]
 
 
-def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=None, arena=None):
+def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=None, arena=None,
+             trace_events=0):
     """(er_options*, objects that must stay alive while the options are in use)."""
     opts = ffi.new("er_options *")
     check(lib.er_options_default(opts))
     keep = [opts]
-    for name, v in (("n_ctx", n_ctx), ("n_threads", n_threads), ("n_batch", n_batch), ("n_sessions", n_sessions)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0 or v > 2**31 - 1:
-            raise errors.InvalidArgumentError(f"{name} must be a non-negative integer, got {v!r}", -1)
+    for name, v, top in (("n_ctx", n_ctx, 2**31 - 1), ("n_threads", n_threads, 2**31 - 1),
+                         ("n_batch", n_batch, 2**31 - 1), ("n_sessions", n_sessions, 2**31 - 1),
+                         ("trace_events", trace_events, MAX_TRACE_EVENTS)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0 or v > top:
+            raise errors.InvalidArgumentError(f"{name} must be an integer in [0, {top}], got {v!r}", -1)
         setattr(opts, name, int(v))
     if kv_type not in _KV_TYPES:
         raise errors.InvalidArgumentError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}", -1)
@@ -102,14 +107,18 @@ def plan(path=None, **options):
 
 
 class Model:
-    """An opened GGUF model. Use as a context manager or call close()."""
+    """An opened GGUF model. Use as a context manager or call close().
+
+    trace_events > 0 plans a ring of that many op timings in the arena and
+    records into it from open (see trace()); 0 costs nothing."""
 
     def __init__(self, path=None, n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32",
-                 isa=None, arena=None):
+                 isa=None, arena=None, trace_events=0):
         self._ptr = None
         self._sessions = set()
         self.path = _path_arg(path)
-        opts, self._keep = _options(n_ctx, n_threads, n_batch, n_sessions, kv_type, isa, arena)
+        opts, self._keep = _options(n_ctx, n_threads, n_batch, n_sessions, kv_type, isa, arena, trace_events)
+        self.trace_events = int(trace_events)
         out = ffi.new("er_model **")
         check(lib.er_model_open(str(self.path).encode(), opts, out))
         self._ptr = out[0]
@@ -169,6 +178,13 @@ class Model:
         return dict(self._hparams)
 
     @property
+    def fingerprint(self):
+        """64-bit identity of the weights and shapes; snapshots are bound to it."""
+        out = ffi.new("uint64_t *")
+        check(lib.er_model_fingerprint(self._live(), out))
+        return int(out[0])
+
+    @property
     def isa(self):
         return ffi.string(lib.er_model_isa(self._live())).decode()
 
@@ -218,6 +234,12 @@ class Model:
                 f"{self.path.name} has no tokenizer; pass a list of token ids instead of text", -4)
         return self.tokenizer.encode(text, add_special=add_special)
 
+    def session(self):
+        """A Session: a generation stream that keeps its KV cache between calls
+        and can be saved and loaded. Takes one of the n_sessions slots until
+        closed (BusyError when none is free)."""
+        return Session(self)
+
     def _session(self):
         out = ffi.new("er_session **")
         check(lib.er_session_new(self._live(), out))
@@ -266,121 +288,47 @@ class Model:
         string in `stop` (text prompts; the stop string is not returned), or when
         the context is full (stats()["stopped"] says which).
         """
-        text_mode = isinstance(prompt, str)
-        if stop and not text_mode:
-            raise errors.InvalidArgumentError("stop strings need a text prompt; with ids, stop on ids yourself", -1)
-        if isinstance(stop, str):
-            stop = [stop]
-        if max_tokens < 0:
-            raise errors.InvalidArgumentError(f"max_tokens must be >= 0, got {max_tokens}", -1)
-        ids = self._ids(self._encode(prompt, add_special) if text_mode else prompt)
-        params = ffi.new("er_sampling *")
-        check(lib.er_sampling_default(params))
-        params.temperature = float(temperature)
-        params.top_k = int(top_k)
-        params.top_p = float(top_p)
-        params.min_p = float(min_p)
-        params.repeat_penalty = float(repeat_penalty)
-        params.repeat_last_n = int(repeat_last_n)
-        gen = self._run(ids, max_tokens, params, seed, stop_at_eos)
-        if text_mode:
-            gen = self._text(gen, stop or [])
-        if stream:
-            return gen
-        out = list(gen)
-        return "".join(out) if text_mode else out
+        text_mode, ids, stops = prepare(self, prompt, max_tokens, stop, add_special)
+        params = sampling(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n)
+        stats = {}
 
-    def _run(self, ids, max_tokens, params, seed, stop_at_eos):
-        """Yields generated ids; records stats as it goes."""
-        st = {"n_prompt": len(ids), "n_generated": 0, "stopped": "max_tokens", "ttft_ms": 0.0,
-              "prefill_ms": 0.0, "decode_ms": 0.0, "prefill_tokens_per_s": 0.0, "decode_tokens_per_s": 0.0}
-        self._stats = st
-        s = self._session()
-        try:
-            if seed is not None:
-                check(lib.er_session_seed(s, int(seed) & 0xFFFFFFFFFFFFFFFF))
-            arr = ffi.new("int32_t[]", ids)
-            t0 = time.perf_counter()
-            check(lib.er_decode(s, arr, len(ids), ffi.NULL))
-            t1 = time.perf_counter()
-            st["prefill_ms"] = (t1 - t0) * 1e3
-            st["prefill_tokens_per_s"] = len(ids) / max(t1 - t0, 1e-9)
-            tok = ffi.new("int32_t *")
-            one = ffi.new("int32_t[1]")
-            n_decoded, decode_s = 0, 0.0
-            for i in range(max_tokens):
-                check(lib.er_sample(s, params, tok))
-                t = int(tok[0])
-                if i == 0:
-                    st["ttft_ms"] = (time.perf_counter() - t0) * 1e3
-                if stop_at_eos and self._vocab is not None and lib.er_vocab_is_eog(self._vocab, t):
-                    st["stopped"] = "eos"
-                    return
-                st["n_generated"] += 1
-                yield t
-                if i + 1 == max_tokens:
-                    break   # the last token needs no forward pass
-                one[0] = t
-                ta = time.perf_counter()
-                rc = lib.er_decode(s, one, 1, ffi.NULL)
-                if rc == _ER_ECONTEXT:
-                    st["stopped"] = "context"
-                    return
-                check(rc)
-                decode_s += time.perf_counter() - ta
-                n_decoded += 1
-                st["decode_ms"] = decode_s * 1e3
-                st["decode_tokens_per_s"] = n_decoded / max(decode_s, 1e-9)
-        finally:
-            self._free(s)
+        def run():
+            # The slot is taken at the first token, not at the call, so an
+            # unstarted stream holds nothing.
+            with Session(self) as s:
+                if seed is not None:
+                    s.seed(seed)
+                yield from s._run(ids, max_tokens, params, stop_at_eos, decode_last=False, stats=stats)
 
-    def _text(self, id_gen, stops):
-        """Turns ids into text pieces with the streaming detokenizer (a UTF-8
-        character split across tokens comes out whole), and cuts at stop strings,
-        holding back any tail that could still grow into one."""
-        dec = self.tokenizer.stream_decoder()
-        pending = ""
-        longest = max((len(x) for x in stops), default=0)
+        return finish(self, run(), text_mode, stops, stream, stats)
 
-        def step(piece):
-            nonlocal pending
-            pending += piece
-            for x in stops:
-                k = pending.find(x)
-                if k >= 0:
-                    return pending[:k], True
-            keep = 0
-            for x in stops:
-                for j in range(min(len(x) - 1, len(pending)), 0, -1):
-                    if pending.endswith(x[:j]):
-                        keep = max(keep, j)
-                        break
-            out = pending[:len(pending) - keep] if keep else pending
-            pending = pending[len(out):]
-            return out, False
-
-        for t in id_gen:
-            piece = dec.feed(t)
-            if not longest:
-                if piece:
-                    yield piece
-                continue
-            out, hit = step(piece)
-            if hit:
-                self._stats["stopped"] = "stop"
-                id_gen.close()
-            if out:
-                yield out
-            if hit:
-                return
-        tail = dec.flush()
-        if longest:
-            out, hit = step(tail)
-            if hit:
-                self._stats["stopped"] = "stop"
-                if out:
-                    yield out
-                return
-            tail = out + pending
-        if tail:
-            yield tail
+    # ------------------------------------------------------------ tracing
+    def trace(self, prompt, path=None, **gen):
+        """Runs generate(prompt, **gen) with op tracing on and returns its
+        events, oldest first: dicts with op (name), op_id, layer (-1 outside
+        the layer stack), thread (0 = caller, 1.. = pool workers), shape, and
+        start_ns/end_ns (monotonic, since open). With `path`, also writes them
+        as Chrome trace-event JSON (Perfetto, chrome://tracing). Needs a model
+        opened with trace_events > 0; when the ring is too small the oldest
+        events are overwritten (then len(events) == trace_events)."""
+        m = self._live()
+        if self.trace_events == 0:
+            raise errors.StateError("tracing needs a ring: open the model with trace_events > 0 "
+                                    "(about steps x (3 + 10 x n_layer) x n_threads events)", -10)
+        check(lib.er_trace_reset(m))
+        check(lib.er_trace_enable(m, 1))
+        out = self.generate(prompt, **dict(gen, stream=False))
+        n = check(lib.er_trace_count(m))
+        ev = ffi.new("er_trace_event *")
+        events = []
+        for i in range(n):
+            check(lib.er_trace_get(m, i, ev))
+            events.append({"op": ffi.string(lib.er_trace_op_name(ev.op)).decode(), "op_id": int(ev.op),
+                           "layer": int(ev.layer), "thread": int(ev.thread),
+                           "shape": [int(ev.shape[0]), int(ev.shape[1]), int(ev.shape[2])],
+                           "start_ns": int(ev.t_start_ns), "end_ns": int(ev.t_end_ns)})
+        if path is not None:
+            check(lib.er_trace_export(m, os.fsencode(os.fspath(path))))
+        self._stats["trace_events"] = n
+        self._stats["output"] = out
+        return events

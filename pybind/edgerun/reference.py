@@ -16,8 +16,12 @@ import numpy as np
 
 # GGML type ids (llama.cpp numbering) -> (elements per block, bytes per block).
 F32, F16, Q4_0, Q8_0, BF16 = 0, 1, 2, 8, 30
-BLOCKS = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18)}
-TYPE_NAMES = {F32: "F32", F16: "F16", BF16: "BF16", Q8_0: "Q8_0", Q4_0: "Q4_0"}
+Q4_K, Q5_K, Q6_K = 12, 13, 14
+BLOCKS = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18),
+          Q4_K: (256, 144), Q5_K: (256, 176), Q6_K: (256, 210)}
+TYPE_NAMES = {F32: "F32", F16: "F16", BF16: "BF16", Q8_0: "Q8_0", Q4_0: "Q4_0",
+              Q4_K: "Q4_K", Q5_K: "Q5_K", Q6_K: "Q6_K"}
+K_QUANTS = (Q4_K, Q5_K, Q6_K)
 
 
 # ---------------------------------------------------------------- dequantizers
@@ -58,7 +62,19 @@ def dequant_q4_0(raw, n):
     return (q * d).reshape(n)
 
 
-DEQUANT = {F32: dequant_f32, F16: dequant_f16, BF16: dequant_bf16, Q8_0: dequant_q8_0, Q4_0: dequant_q4_0}
+def _dequant_k(ggml_type):
+    """K-quant super-blocks of 256 (layouts spelled out in kquants.py)."""
+    def f(raw, n):
+        from . import kquants
+        nb = n // 256
+        bb = BLOCKS[ggml_type][1]
+        blocks = np.frombuffer(raw, dtype=np.uint8, count=nb * bb)
+        return kquants.dequantize(blocks, TYPE_NAMES[ggml_type], 256).reshape(n)
+    return f
+
+
+DEQUANT = {F32: dequant_f32, F16: dequant_f16, BF16: dequant_bf16, Q8_0: dequant_q8_0, Q4_0: dequant_q4_0,
+           Q4_K: _dequant_k(Q4_K), Q5_K: _dequant_k(Q5_K), Q6_K: _dequant_k(Q6_K)}
 
 
 def nbytes(ggml_type, n_elements):
@@ -174,6 +190,22 @@ def quantize_act_q8_0(x):
     return (q.astype(np.float64) * d16).reshape(shape)
 
 
+def quantize_act_q8_k(x):
+    """What a K-quant matmul sees of float activations: rows cut into 256-element
+    blocks, with m the (first) element of largest magnitude, scale iscale =
+    -127/m, q = clamp(round-half-even(iscale * x), -127, 127), value q / iscale
+    (the runtime's Q8_K rule, kernels/generic/quant_q8_k.c; a float32 scale)."""
+    shape = x.shape
+    b = x.astype(np.float32).reshape(-1, 256)
+    idx = np.abs(b).argmax(axis=1)
+    m = b[np.arange(len(b)), idx][:, None]
+    with np.errstate(divide="ignore"):
+        iscale = np.where(m == 0, np.float32(0), np.float32(-127) / m).astype(np.float32)
+    q = np.clip(np.rint(iscale * b), -127, 127)
+    d = np.where(iscale == 0, np.float32(0), np.float32(1) / np.where(iscale == 0, 1, iscale)).astype(np.float32)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(shape)
+
+
 def silu(x):
     return x / (1.0 + np.exp(-x))
 
@@ -182,7 +214,8 @@ def forward(model, ids, act_q8=False):
     """Logits (len(ids), n_vocab) as float64 for the token sequence from position 0.
 
     act_q8=True also rounds the activations entering every Q8_0/Q4_0 matmul to
-    Q8_0 blocks, as llama.cpp-style integer dot products (and the runtime) do;
+    Q8_0 blocks, and those entering every K-quant matmul to Q8_K blocks, as
+    llama.cpp-style integer dot products (and the runtime) do;
     the remaining difference to such a runtime is float summation order only.
     """
     m = model if isinstance(model, GGUFModel) else GGUFModel(model)
@@ -190,6 +223,8 @@ def forward(model, ids, act_q8=False):
     def mm(x, name):
         if act_q8 and m.tensor_types[name] in (Q8_0, Q4_0):
             x = quantize_act_q8_0(x)
+        elif act_q8 and m.tensor_types[name] in K_QUANTS:
+            x = quantize_act_q8_k(x)
         return x @ m.weight(name).T
 
     ids = np.asarray(ids, dtype=np.int64)

@@ -5,7 +5,8 @@
  * runtime needs (tensor bindings, KV caches, activations, logits, sampler and
  * tokenizer tables) lives in ONE arena that er_model_open sizes with er_plan and
  * allocates once (or takes from the caller). After er_model_open returns, no
- * entry point calls malloc/calloc/realloc/free.
+ * entry point calls malloc/calloc/realloc/free (except er_live_open, and the
+ * close of a swapped-out model by its last session: see er_live).
  *
  * Errors: every function returning int returns ER_OK (0) or a negative
  * er_status. The message describing the most recent failure on the calling
@@ -79,6 +80,9 @@ typedef struct er_options {
     int32_t trace_events; /* capacity of the op-trace ring in events, planned in the arena's "trace"
                              section; 0 = no ring (tracing unavailable, zero cost). With a ring,
                              recording starts on at open (see er_trace_enable). Range [0, 2^24]. */
+    uint64_t cpu_mask;    /* 0 = no pinning; else bit i set = worker threads may run on CPU i (a
+                             board's big cores; Linux only). A mask naming no usable CPU fails
+                             the open with ER_EINVAL. */
 } er_options;
 
 /* One named region of the arena. */
@@ -222,6 +226,11 @@ ER_API int er_model_tensor(const er_model *model, int32_t i, er_tensor_info *out
 ER_API const char *er_model_isa(const er_model *model);
 ER_API const char *er_model_isa_reason(const er_model *model);
 
+/* Space-separated CPU features the kernel dispatcher detected ("avx avx2 fma
+ * f16c", "asimd asimddp fphp sve", ...); "" when none are known. Static
+ * storage, safe from any thread; needs no model (`edgerun info --isa`). */
+ER_API const char *er_cpu_features(void);
+
 /* Takes a free session slot (KV cache, history, RNG live in the arena).
  * Errors: ER_EINVAL, ER_EBUSY (all n_sessions slots in use). */
 ER_API int er_session_new(er_model *model, er_session **out);
@@ -290,6 +299,88 @@ ER_API int er_session_save(const er_session *session, const char *path);
  * not read), ER_EMISMATCH (another model, or another kv_type), ER_ECONTEXT
  * (the snapshot holds more positions than this session's n_ctx). */
 ER_API int er_session_load(er_session *session, const char *path);
+
+/* ---- live model swap ------------------------------------------------------ */
+
+/* A swappable handle: the model that new requests run on can be replaced
+ * while other threads keep generating. Semantics, precisely:
+ *  - A session belongs to the model it was taken from (er_live_session_new
+ *    binds it to the model current at that moment) until it is freed. Its KV
+ *    cache was computed with that model's weights, so every step it runs uses
+ *    those weights and no other: a step in flight when er_live_swap returns
+ *    finishes on the old weights, and no step ever mixes two models.
+ *  - Every session taken after er_live_swap returns runs on the new model.
+ *    A session that should continue on the new weights calls
+ *    er_live_session_rebind between steps: its tokens are re-run through the
+ *    new model (a prefill) and the next step uses the new weights.
+ *  - Each model counts its references: one while it is current, one per
+ *    session. A swapped-out model is closed (er_model_close: workers joined,
+ *    file unmapped, arena freed) by whichever thread drops its last
+ *    reference: er_live_swap itself when it had no sessions, else the
+ *    er_session_free (or rebind) that ends its last session, on that thread.
+ * Why a handle and not er_model_swap(er_model **live, er_model *next): a bare
+ * pointer gives readers no way to take a reference atomically with reading
+ * it, so a model could be closed between a reader loading the pointer and
+ * starting a session on it. The handle pairs the two under its lock.
+ * Threads: all er_live_* calls and er_session_free may run on any threads at
+ * once (er_live_close excepted: no other call on the handle may be running).
+ * Steps (er_decode, er_sample) take no lock of the handle. A session is still
+ * used by one thread at a time. Memory: er_live_open allocates the handle
+ * (one small malloc); no other call allocates except er_model_close freeing
+ * a retired model's arena. */
+typedef struct er_live er_live;
+
+/* Counters of a live handle; each is read atomically, the set is not one instant. */
+typedef struct er_live_stats {
+    uint64_t generation;        /* swaps so far: the current model is generation N (the first is 0) */
+    uint64_t current_fingerprint; /* er_model_fingerprint of the current model */
+    uint64_t sessions_started;  /* sessions taken through the handle (rebinds not counted) */
+    int64_t sessions_active;    /* sessions not yet freed, on any of its models */
+    uint64_t models_closed;     /* swapped-out models closed so far (their last session ended) */
+    int32_t models_open;        /* models still open: the current one + swapped-out ones with sessions */
+} er_live_stats;
+
+/* Creates a handle whose current model is `model`, taking ownership of it:
+ * from now on the handle closes it, and sessions on it must come from
+ * er_live_session_new (er_session_new refuses it with ER_ESTATE).
+ * On failure the caller keeps the model. Errors: ER_EINVAL (NULL, or a
+ * vocab_only model), ER_ESTATE (the model already belongs to a handle),
+ * ER_EBUSY (the model has sessions in use), ER_ENOMEM. */
+ER_API int er_live_open(er_model *model, er_live **out);
+
+/* Makes `next` the current model, atomically for er_live_session_new, and
+ * takes ownership of it; the previous model is closed once its last session
+ * ends (at once if it has none). Sessions already running are not touched.
+ * On failure nothing changes and the caller keeps `next`. Errors as
+ * er_live_open (ER_ESTATE also when next is the current model). */
+ER_API int er_live_swap(er_live *live, er_model *next);
+
+/* Takes a free session slot of the current model and binds the session to
+ * that model (see above). Release with er_session_free.
+ * Errors: ER_EINVAL, ER_EBUSY (all slots of the current model in use). */
+ER_API int er_live_session_new(er_live *live, er_session **out);
+
+/* Moves *session to the current model if it runs on an older one: a session
+ * is taken on the current model, the old session's tokens are decoded into it
+ * (its last logits are then the new model's), the RNG seed state and stats
+ * are carried over, the old session is freed (which may close the old model)
+ * and *session points at the new one. Returns 0 when *session already ran on
+ * the current model (nothing done), 1 when it was moved. On error *session is
+ * unchanged and still valid. Errors: ER_EINVAL, ER_EBUSY (no free slot on the
+ * current model), ER_ECONTEXT (the tokens exceed the current model's n_ctx). */
+ER_API int er_live_session_rebind(er_live *live, er_session **session);
+
+/* Copies the handle's counters. Errors: ER_EINVAL. */
+ER_API int er_live_stats_get(er_live *live, er_live_stats *out);
+
+/* Closes the current model and frees the handle. Every session taken through
+ * it must have been freed: otherwise nothing is released and ER_EBUSY is
+ * returned. NULL is a no-op (ER_OK). */
+ER_API int er_live_close(er_live *live);
+
+/* The model a session runs on (for its vocabulary, hyper-parameters and
+ * fingerprint); valid while the session is. NULL for a NULL session. */
+ER_API const er_model *er_session_model(const er_session *session);
 
 /* ---- tracing ------------------------------------------------------------ */
 

@@ -21,6 +21,20 @@ double er_now_ms(void) {
 
 /* ---- parallel matrix products -------------------------------------------- */
 
+/* Parallel operations claim their work in chunks, so they run under either
+ * kind of dispatch (threadpool.h). Normally the dynamic one: a worker the OS
+ * has not scheduled yet misses the operation instead of stalling it. While
+ * the trace records, every thread takes part (a barrier), so the trace
+ * shows how work spreads over all threads rather than whichever happened to
+ * be scheduled: on a loaded machine, or for a model this small, the caller
+ * alone would often finish before any worker woke up. */
+static void dispatch(er_model *md, er_task_fn fn, void *ctx) {
+    if (atomic_load_explicit(&md->trace.on, memory_order_relaxed))
+        er_pool_run(&md->pool, fn, ctx);
+    else
+        er_pool_run_dynamic(&md->pool, fn, ctx);
+}
+
 /* Up to three products that run in one pool dispatch (Q/K/V, gate/up). */
 typedef struct mm_item {
     const er_weight *w;
@@ -33,26 +47,50 @@ typedef struct mm_item {
 typedef struct mm_task {
     const er_kernels *k;
     mm_item it[3];
+    int chunk_rows[3];      /* weight rows per claimed chunk, per item */
+    int first_chunk[4];     /* item i owns chunks [first_chunk[i], first_chunk[i+1]) */
     int n_items, m;
+    atomic_int next;        /* next chunk to claim */
     er_trace *tr;
     int op, layer;          /* for the workers' trace events */
 } mm_task;
 
-/* Workers (ith >= 1) trace their share; thread 0's share is inside the event
- * the caller records for the whole operation, so each thread's events never
+/* Weight rows per chunk: ~64 KiB of weights, so a chunk stays in L2 while
+ * every activation tile of a prefill passes over it, in multiples of 4 rows
+ * (the SIMD tiles' height) or of a repacked layout's row group; but at
+ * least 3 chunks per thread and item, so a thread that starts late or is
+ * preempted leaves work for the others. */
+static int chunk_rows_for(const er_kernels *k, const er_weight *w, int nth) {
+    int by_bytes = (int)(65536 / (w->row_bytes ? w->row_bytes : 1));
+    int by_share = (w->n_out + 3 * nth - 1) / (3 * nth);
+    int r = by_bytes < by_share ? by_bytes : by_share;
+    /* a repacked matrix is cut only between its interleaved row groups */
+    const int unit = w->packed && k->repack_rows[w->wtype] > 4 ? k->repack_rows[w->wtype] : 4;
+    r = (r + unit - 1) / unit * unit;
+    return r < unit ? unit : r;
+}
+
+/* Whoever joins claims chunks until none are left (threadpool.h). Workers
+ * (ith >= 1) trace their share; thread 0's share is inside the event the
+ * caller records for the whole operation, so each thread's events never
  * overlap and stay in time order. */
 static void mm_worker(void *ctx, int ith, int nth) {
-    const mm_task *t = ctx;
+    (void)nth;
+    mm_task *t = ctx;
     uint64_t t0 = ith ? er_trace_begin(t->tr) : 0;
-    int rows = 0;
-    for (int i = 0; i < t->n_items; i++) {
+    int rows = 0, i = 0;
+    const int total = t->first_chunk[t->n_items];
+    for (int c; (c = er_pool_claim(&t->next)) < total;) {
+        while (c >= t->first_chunk[i + 1]) i++;
         const mm_item *it = &t->it[i];
+        const er_weight *w = it->w;
         er_matmul_args a = {
-            .w = it->w->data, .w_row_bytes = it->w->row_bytes, .x = it->x, .x_stride = it->x_stride,
-            .y = it->y, .y_stride = it->y_stride, .n = it->w->n_in, .m = t->m,
+            .w = w->packed ? w->packed : w->data, .w_row_bytes = w->row_bytes, .x = it->x,
+            .x_stride = it->x_stride, .y = it->y, .y_stride = it->y_stride, .n = w->n_in, .m = t->m,
         };
-        er_split(it->w->n_out, ith, nth, &a.r0, &a.r1);
-        if (a.r1 > a.r0) t->k->matmul[it->w->wtype](&a);
+        a.r0 = (c - t->first_chunk[i]) * t->chunk_rows[i];
+        a.r1 = a.r0 + t->chunk_rows[i] < w->n_out ? a.r0 + t->chunk_rows[i] : w->n_out;
+        (w->packed ? t->k->matmul_repacked : t->k->matmul)[w->wtype](&a);
         rows += a.r1 - a.r0;
     }
     er_trace_end(t->tr, t0, t->op, t->layer, ith, t->m, rows, t->it[0].w->n_in);
@@ -100,9 +138,12 @@ static void matmul_shared(er_model *md, int op, int layer, const float *x, int m
         t.it[i].x = prepare(md, w[i], x, m, w[i]->n_in, &t.it[i].x_stride, &cached);
         t.it[i].y = y[i];
         t.it[i].y_stride = (size_t)w[i]->n_out;
+        t.chunk_rows[i] = chunk_rows_for(md->k, w[i], md->pool.n_threads);
+        t.first_chunk[i + 1] = t.first_chunk[i] + (w[i]->n_out + t.chunk_rows[i] - 1) / t.chunk_rows[i];
         n_out += w[i]->n_out;
     }
-    er_pool_run(&md->pool, mm_worker, &t);
+    atomic_init(&t.next, 0);
+    dispatch(md, mm_worker, &t);
     er_trace_end(&md->trace, t0, op, layer, 0, m, n_out, w[0]->n_in);
 }
 
@@ -116,6 +157,7 @@ typedef struct att_task {
     er_model *md;
     er_session *s;
     int layer, m, pos0;
+    atomic_int next;        /* next (token, head) pair to claim */
 } att_task;
 
 static void att_worker(void *ctx, int ith, int nth) {
@@ -128,9 +170,10 @@ static void att_worker(void *ctx, int ith, int nth) {
     size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row;
     float *scores = md->act.scores + (size_t)ith * d->n_ctx;
     float scale = 1.0f / sqrtf((float)hd);
-    int lo, hi;
-    er_split(t->m * d->n_head, ith, nth, &lo, &hi);
-    for (int i = lo; i < hi; i++) {
+    (void)nth;
+    int done = 0;
+    /* per-thread scores scratch is indexed by ith: each thread's own */
+    for (int i; (i = er_pool_claim(&((att_task *)ctx)->next)) < t->m * d->n_head; done++) {
         int b = i / d->n_head, h = i % d->n_head, kvh = h / group;
         size_t head_off = (layer_off + (size_t)kvh * hd) * elem;
         const float *q = md->act.q + (size_t)b * d->n_head * hd + (size_t)h * hd;
@@ -139,7 +182,7 @@ static void att_worker(void *ctx, int ith, int nth) {
         md->k->attention(out, q, (const uint8_t *)t->s->k_cache + head_off, (const uint8_t *)t->s->v_cache + head_off,
                          d->kv_type, d->kv_row, t->pos0 + b + 1, hd, scale, scores);
     }
-    er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, hi - lo, t->pos0 + t->m);
+    er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, done, t->pos0 + t->m);
 }
 
 static void store_kv(er_model *md, er_session *s, int layer, int m) {
@@ -203,7 +246,8 @@ void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
         t0 = er_trace_begin(tr);
         att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos};
-        er_pool_run(&md->pool, att_worker, &at);
+        atomic_init(&at.next, 0);
+        dispatch(md, att_worker, &at);
         er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, s->pos + m);
         matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
         for (int b = 0; b < m; b++) k->add(x + (size_t)b * E, xb2 + (size_t)b * E, E);

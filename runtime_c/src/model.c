@@ -241,6 +241,7 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
     m->isa_reason = reason;
     pthread_mutex_init(&m->step_lock, NULL);
     er_trace_init(&m->trace, NULL, 0);
+    atomic_init(&m->live_refs, 0);
 
     if ((rc = copy_names(m))) goto fail;
     if (plan.sections[ER_SEC_TOKENIZER].bytes > 0 && (rc = er_vocab_build(&m->file, &m->sec[ER_SEC_TOKENIZER], &m->vocab)))
@@ -253,7 +254,8 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
     } else {
         if ((rc = bind_tensors(m)) || (rc = carve_runtime(m))) goto fail;
         m->fingerprint = er_fingerprint_compute(m);
-        if ((rc = er_pool_start(&m->pool, d.n_threads, &m->sec[ER_SEC_THREADS]))) goto fail;
+        if ((rc = er_repack_model(m))) goto fail;
+        if ((rc = er_pool_start(&m->pool, d.n_threads, o.cpu_mask, &m->sec[ER_SEC_THREADS]))) goto fail;
     }
     *out = m;
     return ER_OK;

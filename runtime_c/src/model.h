@@ -29,12 +29,14 @@ enum er_sec {
     ER_SEC_ACT,          /* activations of one forward step (shared; steps are serialised) */
     ER_SEC_THREADS,      /* thread pool state, per-thread attention scores */
     ER_SEC_TRACE,        /* op-trace ring (er_options.trace_events; 0 bytes when off) */
+    ER_SEC_REPACKED,     /* weights rearranged at open into a kernel's interleaved layout (repack.c) */
     ER_SEC_COUNT
 };
 
 /* A weight matrix: n_out rows of n_in elements (GGUF ne[0] = n_in). */
 typedef struct er_weight {
     const void *data;          /* into the mapping */
+    const void *packed;        /* the repacked copy (ER_SEC_REPACKED), or NULL: see repack.c */
     int wtype;                 /* enum er_wtype */
     size_t row_bytes;
     int n_in, n_out;
@@ -108,6 +110,12 @@ struct er_model {
 
     er_trace trace;            /* op-trace ring (ER_SEC_TRACE) */
     uint64_t fingerprint;      /* er_model_fingerprint; computed at open */
+
+    /* live.c: set when an er_live handle takes the model over. live_refs is
+     * 1 while the model is current plus 1 per session; the thread that drops
+     * it to 0 closes the model. Unused (NULL/0) for models nobody hands over. */
+    struct er_live *live;
+    atomic_int live_refs;
 };
 
 /* plan.c: derive dims from the file and options; fill the plan report. */
@@ -121,6 +129,22 @@ void er_options_resolve(const er_options *in, er_options *out);
  * logits_all is not NULL it receives m * n_vocab floats; the last row always
  * lands in s->logits. Caller holds step_lock and has checked the context. */
 void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all);
+
+/* session.c: takes a free slot of m without the er_live ownership check
+ * (er_session_new refuses models owned by a handle; live.c uses this). */
+int er_session_take(er_model *m, er_session **out);
+
+/* live.c: the er_session_free of a session on a handle-owned model: frees the
+ * slot, drops the session's model reference (closing a swapped-out model on
+ * its last one) and the handle's active count. */
+void er_live_session_release(er_session *s);
+
+/* repack.c: bytes of the "repacked" section for file f with kernel table k
+ * (0 when k has no interleaved layout for the file's matrices, or
+ * $EDGERUN_REPACK is "0"); and, at open after the tensors are bound, the
+ * copies themselves (sets er_weight.packed). */
+size_t er_repack_plan(const gguf_file *f, const er_kernels *k, int n_layer);
+int er_repack_model(er_model *m);
 
 /* snapshot.c: the fingerprint er_model_fingerprint reports (hparams, tensor
  * table, sampled weight bytes); called once at open. */

@@ -15,9 +15,9 @@
 #include "tokenizer/vocab.h"
 
 static const char *const k_sec_names[ER_SEC_COUNT] = {
-    "model", "tokenizer", "kv_cache", "sessions", "activations", "threads", "trace",
+    "model", "tokenizer", "kv_cache", "sessions", "activations", "threads", "trace", "repacked",
 };
-static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1, 1};
+static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1, 1, 1};
 
 /* Limits that keep every size product far from overflow on 32-bit targets too,
  * and reject absurd files before any arithmetic trusts them. */
@@ -155,7 +155,8 @@ static int read_hparams(const gguf_file *f, er_hparams *hp, int *rope_neox) {
     return ER_OK;
 }
 
-static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, er_plan_report *out) {
+static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, const er_kernels *k,
+                         er_plan_report *out) {
     size_t sec[ER_SEC_COUNT] = {0};
     bool ok = add_block(&sec[ER_SEC_MODEL], 1, sizeof(er_model));
     /* tensor name copies + the pointer table */
@@ -202,6 +203,8 @@ static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, e
              add_block(a, (size_t)d->n_threads * C, 4);
         sec[ER_SEC_THREADS] = er_pool_plan(d->n_threads);
         sec[ER_SEC_TRACE] = er_trace_plan(d->trace_events);
+        sec[ER_SEC_REPACKED] = er_repack_plan(f, k, d->n_layer);
+        ok = ok && sec[ER_SEC_REPACKED] != SIZE_MAX;
     }
     if (!ok) return er_fail(ER_ECORRUPT, "arena size overflows: the file's dimensions are absurd");
 
@@ -277,7 +280,11 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STR, &kv)) hp->n_vocab = (int)kv.arr_n;
         snprintf(hp->arch, sizeof hp->arch, "vocab");
     }
-    return fill_sections(f, d, o.vocab_only, out);
+    /* the table open will use decides which matrices get an interleaved
+     * copy; a name the build cannot run plans none (open then fails anyway) */
+    const char *why = NULL;
+    const er_kernels *k = o.vocab_only ? NULL : er_kernels_select(o.isa, &why);
+    return fill_sections(f, d, o.vocab_only, k, out);
 }
 
 int er_plan(const char *path, const er_options *opts, er_plan_report *out) {

@@ -10,6 +10,14 @@ int er_session_new(er_model *m, er_session **out) {
     if (!out) return er_fail(ER_EINVAL, "er_session_new: out is NULL");
     *out = NULL;
     if (!m) return er_fail(ER_EINVAL, "er_session_new: model is NULL");
+    /* A session outside the handle would hold no reference, so the handle
+     * could close the model under it after a swap. */
+    if (m->live) return er_fail(ER_ESTATE, "the model belongs to an er_live handle: take sessions with er_live_session_new");
+    return er_session_take(m, out);
+}
+
+int er_session_take(er_model *m, er_session **out) {
+    *out = NULL;
     if (m->vocab_only) return er_fail(ER_ESTATE, "model was opened vocab_only: it has no weights to run");
     for (int i = 0; i < m->d.n_sessions; i++) {
         int expect = 0;
@@ -28,8 +36,14 @@ int er_session_new(er_model *m, er_session **out) {
 }
 
 void er_session_free(er_session *s) {
-    if (s) atomic_store(&s->model->slot_used[s->slot], 0);
+    if (!s) return;
+    if (s->model->live)
+        er_live_session_release(s);
+    else
+        atomic_store(&s->model->slot_used[s->slot], 0);
 }
+
+const er_model *er_session_model(const er_session *s) { return s ? s->model : NULL; }
 
 int er_session_reset(er_session *s) {
     if (!s) return er_fail(ER_EINVAL, "er_session_reset: session is NULL");

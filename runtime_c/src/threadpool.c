@@ -1,51 +1,172 @@
-/* threadpool.c — condition-variable worker pool; see threadpool.h. */
+/* threadpool.c — spin-then-block worker pool; see threadpool.h. */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1 /* pthread_setaffinity_np, sched_getaffinity, CPU_* */
+#endif
 #include "threadpool.h"
 
+#include <sched.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "edgerun.h"
 #include "error.h"
 #include "kernels/kernels.h"
 
+/* How long a waiter polls before it blocks: longer than the gap between
+ * two dispatches of one forward step (norms, rope, residual adds: a few
+ * microseconds), far shorter than a scheduler tick, so an idle model sleeps
+ * almost at once. Measured in time, not polls: on a loaded machine each
+ * sched_yield below may give the core away for a whole time slice. */
+#define ER_POOL_SPIN_NS 100000
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Poll state of one wait: the pause hint for the first polls, then
+ * sched_yield, so that on a loaded machine the thread we wait for (or any
+ * other) gets this core instead of our loop; with nothing else runnable
+ * sched_yield returns at once. keep_polling turns false once the pool's
+ * spin time has passed (at once when the pool never spins). */
+typedef struct spin_state {
+    int i;
+    uint64_t t0;
+} spin_state;
+
+static int keep_polling(const er_pool *p, spin_state *s) {
+    if (!p->spin) return 0;
+    if (s->i < 64) {
+        s->i++;
+        cpu_relax();
+        return 1;
+    }
+    uint64_t t = now_ns();
+    if (s->i++ == 64) s->t0 = t;
+    else if (t - s->t0 > ER_POOL_SPIN_NS) return 0;
+    sched_yield();
+    return 1;
+}
+
 size_t er_pool_plan(int n_threads) {
     return n_threads > 1 ? er_align_up(sizeof(er_pool_worker) * (size_t)(n_threads - 1)) : 0;
+}
+
+int er_pool_cpus(void) {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* A dispatch this worker has not seen is open: gen odd and not `seen`. */
+static inline int fresh(unsigned g, unsigned seen) { return (g & 1u) && g != seen; }
+
+/* Waits for a fresh dispatch (or quit); returns gen as last read. */
+static unsigned wait_start(er_pool *p, unsigned seen) {
+    unsigned g;
+    spin_state st = {0, 0};
+    do {
+        g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        if (fresh(g, seen) || atomic_load_explicit(&p->quit, memory_order_relaxed)) return g;
+    } while (keep_polling(p, &st));
+    pthread_mutex_lock(&p->mu);
+    /* seq_cst increment, then re-check gen: the caller bumps gen, then reads
+     * n_sleeping. In the single total order either it sees us and
+     * broadcasts under the mutex, or our load of gen comes after its bump. */
+    atomic_fetch_add(&p->n_sleeping, 1);
+    while (!fresh(g = atomic_load(&p->gen), seen) && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv_start, &p->mu);
+    atomic_fetch_sub(&p->n_sleeping, 1);
+    pthread_mutex_unlock(&p->mu);
+    return g;
 }
 
 static void *worker_main(void *arg) {
     er_pool_worker *w = arg;
     er_pool *p = w->pool;
-    uint64_t seen = 0;
+    unsigned seen = 0;
     /* Denormal arithmetic is 10-100x slower on many cores. Workers flush
      * denormals to zero; thread 0 is the caller's own thread, whose FP mode we
      * leave alone, so its rows may keep values below 1e-38 — a difference no
      * logit shows. */
     er_cpu_set_ftz();
     for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (p->generation == seen && !p->quit) pthread_cond_wait(&p->cv_start, &p->mu);
-        if (p->quit) {
-            pthread_mutex_unlock(&p->mu);
-            return NULL;
+        unsigned g = wait_start(p, seen);
+        if (atomic_load_explicit(&p->quit, memory_order_acquire)) return NULL;
+        seen = g;
+        /* Join: take a place in `active`, then confirm the dispatch is still
+         * open. The caller closes (bumps gen) and then waits for active == 0,
+         * both seq_cst: either it sees our place and waits for us, or our
+         * re-read of gen sees the close and we leave without touching ctx. */
+        atomic_fetch_add(&p->active, 1);
+        if (atomic_load(&p->gen) == g) {
+            p->fn(p->ctx, w->ith, p->n_threads);
+            atomic_fetch_add(&p->finished, 1);
         }
-        seen = p->generation;
-        er_task_fn fn = p->fn;
-        void *ctx = p->ctx;
-        pthread_mutex_unlock(&p->mu);
-
-        fn(ctx, w->ith, p->n_threads);
-
-        pthread_mutex_lock(&p->mu);
-        if (++p->n_done == p->n_threads - 1) pthread_cond_signal(&p->cv_done);
-        pthread_mutex_unlock(&p->mu);
+        /* every change the caller may wait on is followed by this read */
+        atomic_fetch_sub(&p->active, 1);
+        if (atomic_load(&p->caller_sleeping)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
-int er_pool_start(er_pool *p, int n_threads, er_arena *a) {
+/* Restricts a worker to the mask's CPUs (the whole set, not one CPU each:
+ * the scheduler may still move a worker off a big core that the caller or
+ * another process occupies). */
+static int pin(pthread_t tid, uint64_t mask) {
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c = 0; c < 64; c++)
+        if (mask >> c & 1) CPU_SET(c, &set);
+    if (pthread_setaffinity_np(tid, sizeof set, &set) != 0)
+        return er_fail(ER_EINVAL, "cpu_mask 0x%llx names no CPU this process may run on",
+                       (unsigned long long)mask);
+    return ER_OK;
+#else
+    (void)tid;
+    return er_fail(ER_EUNSUPPORTED, "cpu_mask 0x%llx: thread pinning is only implemented on Linux",
+                   (unsigned long long)mask);
+#endif
+}
+
+int er_pool_start(er_pool *p, int n_threads, uint64_t cpu_mask, er_arena *a) {
     memset(p, 0, sizeof *p);
     p->n_threads = n_threads < 1 ? 1 : n_threads;
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->n_sleeping, 0);
+    atomic_init(&p->quit, 0);
+    atomic_init(&p->active, 0);
+    atomic_init(&p->finished, 0);
+    atomic_init(&p->caller_sleeping, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
+    int cpus = er_pool_cpus();
+    if (cpu_mask) {
+        int in_mask = 0;
+        for (int c = 0; c < 64; c++) in_mask += (int)(cpu_mask >> c & 1);
+        if (in_mask < cpus) cpus = in_mask;
+    }
+    p->spin = p->n_threads <= cpus;
     if (p->n_threads == 1) return ER_OK;
     p->workers = er_arena_alloc(a, sizeof(er_pool_worker) * (size_t)(p->n_threads - 1));
     if (!p->workers) return er_fail(ER_ENOMEM_ARENA, "thread pool: arena section too small");
@@ -57,33 +178,63 @@ int er_pool_start(er_pool *p, int n_threads, er_arena *a) {
             return er_fail(ER_ENOMEM, "could not start worker thread %d of %d", i + 1, p->n_threads - 1);
         }
         p->n_started++;
+        if (cpu_mask) {
+            int rc = pin(p->workers[i].tid, cpu_mask);
+            if (rc) {
+                er_pool_stop(p);
+                return rc;
+            }
+        }
     }
     return ER_OK;
 }
 
-void er_pool_run(er_pool *p, er_task_fn fn, void *ctx) {
+/* Waits (spin, then block) until pred(p) holds; pred is re-read under the
+ * mutex after caller_sleeping is set, pairing with the worker that changes
+ * it and then reads caller_sleeping. */
+static void caller_wait(er_pool *p, int (*pred)(er_pool *)) {
+    spin_state st = {0, 0};
+    do {
+        if (pred(p)) return;
+    } while (keep_polling(p, &st));
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->caller_sleeping, 1);
+    while (!pred(p)) pthread_cond_wait(&p->cv_done, &p->mu);
+    atomic_store(&p->caller_sleeping, 0);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static int all_finished(er_pool *p) { return atomic_load(&p->finished) == p->n_threads - 1; }
+static int none_active(er_pool *p) { return atomic_load(&p->active) == 0; }
+
+static void run(er_pool *p, er_task_fn fn, void *ctx, int every_thread) {
     if (p->n_threads == 1) {
         fn(ctx, 0, 1);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
-    p->n_done = 0;
-    p->generation++;
-    pthread_cond_broadcast(&p->cv_start);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
+    atomic_fetch_add(&p->gen, 1); /* open (gen odd); seq_cst: publishes fn/ctx, pairs with wait_start */
+    if (atomic_load(&p->n_sleeping) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv_start);
+        pthread_mutex_unlock(&p->mu);
+    }
 
     fn(ctx, 0, p->n_threads);
 
-    pthread_mutex_lock(&p->mu);
-    while (p->n_done < p->n_threads - 1) pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (every_thread) caller_wait(p, all_finished);
+    atomic_fetch_add(&p->gen, 1); /* close (gen even): late wakers stay out */
+    caller_wait(p, none_active);
 }
 
+void er_pool_run(er_pool *p, er_task_fn fn, void *ctx) { run(p, fn, ctx, 1); }
+void er_pool_run_dynamic(er_pool *p, er_task_fn fn, void *ctx) { run(p, fn, ctx, 0); }
+
 void er_pool_stop(er_pool *p) {
+    atomic_store(&p->quit, 1);
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
     pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_started; i++) pthread_join(p->workers[i].tid, NULL);

@@ -333,7 +333,7 @@ static void test_off(void) {
     CHECK(er_trace_enable(m, 0) == ER_OK, "disable without a ring is allowed");
     er_plan_report rep;
     er_model_arena(m, &rep);
-    CHECK(rep.n_sections == 7 && strcmp(rep.sections[6].name, "trace") == 0 && rep.sections[6].bytes == 0,
+    CHECK(rep.n_sections == ER_SEC_COUNT && strcmp(rep.sections[6].name, "trace") == 0 && rep.sections[6].bytes == 0,
           "trace section planned although off");
     er_model_close(m);
 }

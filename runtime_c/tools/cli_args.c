@@ -28,12 +28,16 @@ void cli_usage(FILE *out)
     fprintf(out,
         "usage: edgerun-cli run MODEL.gguf [PROMPT] [options]\n"
         "       edgerun-cli info MODEL.gguf [--ctx C] [--threads T]\n"
+        "       edgerun-cli eval MODEL.gguf PROMPTS.txt [-n N] [--logits] [options]\n"
         "       edgerun-cli --help | --version\n"
         "\n"
         "run: generates text from PROMPT (or from --ids) and streams it to stdout;\n"
         "     a statistics line (TTFT, prefill and decode tokens/s, arena bytes)\n"
         "     goes to stderr.\n"
         "info: prints hyper-parameters, tensor types and the arena plan.\n"
+        "eval: one generation per line of PROMPTS.txt, each from an empty session;\n"
+        "     prints JSON lines: a header (model, isa, threads), then per prompt the\n"
+        "     text, ids, TTFT and decode time (--logits adds every step's logits).\n"
         "\n"
         "options:\n"
         "  -n, --n-predict N       tokens to generate (default 64)\n"
@@ -189,6 +193,7 @@ int cli_parse(int argc, char **argv, cli_args *a)
             if (!strcmp(arg, "--print-ids")) { a->print_ids = 1; continue; }
             if (!strcmp(arg, "--special")) { a->parse_special = 1; continue; }
             if (!strcmp(arg, "--no-echo")) { a->echo = 0; continue; }
+            if (!strcmp(arg, "--logits")) { a->dump_logits = 1; continue; }
             if (!strcmp(arg, "--ignore-eos")) { a->ignore_eos = 1; continue; }
             char name[64];
             const char *eq = strchr(arg, '=');
@@ -219,7 +224,8 @@ int cli_parse(int argc, char **argv, cli_args *a)
     if (npos == 0) { a->command = CLI_HELP; return 0; }
     if (!strcmp(pos[0], "run")) a->command = CLI_RUN;
     else if (!strcmp(pos[0], "info")) a->command = CLI_INFO;
-    else return usage_error("unknown command '%s' (expected run or info)", pos[0]);
+    else if (!strcmp(pos[0], "eval")) a->command = CLI_EVAL;
+    else return usage_error("unknown command '%s' (expected run, info or eval)", pos[0]);
 
     if (npos < 2) return usage_error("%s needs a MODEL.gguf path", pos[0]);
     a->model = pos[1];
@@ -227,9 +233,13 @@ int cli_parse(int argc, char **argv, cli_args *a)
         a->prompt = npos > 2 ? pos[2] : NULL;
         if (!a->prompt && !a->ids_text)
             return usage_error("%s needs a PROMPT or --ids", "run");
+    } else if (a->command == CLI_EVAL) {
+        if (npos < 3) return usage_error("%s needs a PROMPTS.txt file (one prompt per line)", "eval");
+        a->prompts_path = pos[2];
     } else if (npos > 2) {
         return usage_error("unexpected argument '%s'", pos[2]);
     }
+    if (a->dump_logits && a->command != CLI_EVAL) return usage_error("%s is an option of eval", "--logits");
     return 0;
 }
 

@@ -11,13 +11,15 @@
 
 #include "edgerun.h"
 
-enum { CLI_NONE = 0, CLI_RUN, CLI_INFO, CLI_HELP, CLI_VERSION };
+enum { CLI_NONE = 0, CLI_RUN, CLI_INFO, CLI_EVAL, CLI_HELP, CLI_VERSION };
 
 typedef struct cli_args {
     int command;
     const char *model;
     const char *prompt;       /* NULL when only --ids was given */
     const char *ids_text;     /* raw --ids argument */
+    const char *prompts_path; /* eval: one prompt per line */
+    int dump_logits;          /* eval --logits: every sampled step's logits in the output */
     int32_t n_predict;
     uint64_t seed;
     int have_seed;

@@ -6,8 +6,9 @@
  *   prompt_tokens N
  *   prefill_us X
  *   ttft_us X
+ *   prefill_cpu_us X
  *   steps N
- *   step I X            one line per decode step, I from 0
+ *   step I WALL CPU     one line per decode step, I from 0: wall and thread CPU time
  * Plain text rather than JSON so that the reader needs no parser on a board
  * and a truncated file (a killed run) is still readable up to the cut.
  */
@@ -17,12 +18,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+double cli_thread_cpu_us(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0.0;
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
 
 int cli_timings_init(cli_timings *t, size_t cap)
 {
     memset(t, 0, sizeof *t);
     t->step_us = malloc((cap ? cap : 1) * sizeof *t->step_us);
-    if (!t->step_us) {
+    t->step_cpu_us = malloc((cap ? cap : 1) * sizeof *t->step_cpu_us);
+    if (!t->step_us || !t->step_cpu_us) {
+        cli_timings_free(t);
         fprintf(stderr, "edgerun-cli: error: out of memory for --timings\n");
         return 1;
     }
@@ -30,9 +41,12 @@ int cli_timings_init(cli_timings *t, size_t cap)
     return 0;
 }
 
-void cli_timings_step(cli_timings *t, double us)
+void cli_timings_step(cli_timings *t, double wall_us, double cpu_us)
 {
-    if (t->n < t->cap) t->step_us[t->n] = us;
+    if (t->n < t->cap) {
+        t->step_us[t->n] = wall_us;
+        t->step_cpu_us[t->n] = cpu_us;
+    }
     t->n++;
 }
 
@@ -45,9 +59,10 @@ int cli_timings_write(const cli_timings *t, const char *path)
     }
     size_t stored = t->n < t->cap ? t->n : t->cap;
     fprintf(f, "# edgerun-cli timings v1 (microseconds)\n");
-    fprintf(f, "prompt_tokens %zu\nprefill_us %.3f\nttft_us %.3f\nsteps %zu\n",
-            t->n_prompt, t->prefill_us, t->ttft_us, stored);
-    for (size_t i = 0; i < stored; i++) fprintf(f, "step %zu %.3f\n", i, t->step_us[i]);
+    fprintf(f, "prompt_tokens %zu\nprefill_us %.3f\nttft_us %.3f\nprefill_cpu_us %.3f\nsteps %zu\n",
+            t->n_prompt, t->prefill_us, t->ttft_us, t->prefill_cpu_us, stored);
+    for (size_t i = 0; i < stored; i++)
+        fprintf(f, "step %zu %.3f %.3f\n", i, t->step_us[i], t->step_cpu_us[i]);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;
     if (bad) {
@@ -60,6 +75,7 @@ int cli_timings_write(const cli_timings *t, const char *path)
 void cli_timings_free(cli_timings *t)
 {
     free(t->step_us);
-    t->step_us = NULL;
+    free(t->step_cpu_us);
+    t->step_us = t->step_cpu_us = NULL;
     t->cap = t->n = 0;
 }

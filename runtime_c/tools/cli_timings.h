@@ -11,13 +11,22 @@
 
 #include <stddef.h>
 
+/* Wall time is what a user waits; the calling thread's CPU time is what the
+ * step cost to compute. Under emulation on a shared host the two differ by
+ * the time the emulator was descheduled, which says nothing about the board,
+ * so the benchmark gates on CPU time (single-threaded runs) and reports both. */
 typedef struct cli_timings {
-    double *step_us;      /* one entry per single-token forward pass */
+    double *step_us;      /* wall time of each single-token forward pass */
+    double *step_cpu_us;  /* the calling thread's CPU time for the same step */
     size_t cap, n;
     size_t n_prompt;
     double prefill_us;    /* the batched forward pass over the prompt */
+    double prefill_cpu_us;
     double ttft_us;       /* prefill + choosing the first token */
 } cli_timings;
+
+/* CPU time of the calling thread, in microseconds. */
+double cli_thread_cpu_us(void);
 
 /* Room for cap decode steps (the context length bounds them). Returns 0, or 1
  * after printing an error. */
@@ -25,7 +34,7 @@ int cli_timings_init(cli_timings *t, size_t cap);
 
 /* Records one step; steps past cap are counted in n but not stored, so a
  * wrong cap shows up as a mismatch in the file instead of a buffer overrun. */
-void cli_timings_step(cli_timings *t, double us);
+void cli_timings_step(cli_timings *t, double wall_us, double cpu_us);
 
 /* Writes the file (format in cli_timings.c). Returns 0, or 1 after printing
  * an error naming the path. */

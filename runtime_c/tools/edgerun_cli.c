@@ -2,6 +2,7 @@
  * edgerun_cli.c — the native command line for devices without Python:
  *   edgerun-cli run MODEL.gguf "prompt" [options]   stream generated text
  *   edgerun-cli info MODEL.gguf                     hparams, tensor types, arena plan
+ *   edgerun-cli eval MODEL.gguf PROMPTS.txt         one answer per line, JSON lines (cli_eval.c)
  *
  * Uses only the public header. Buffers are sized and allocated once right after
  * er_model_open; the generation loop itself allocates nothing, so the process
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_eval.h"
 #include "cli_timings.h"
 #include "edgerun.h"
 
@@ -145,9 +147,11 @@ static int cmd_run(const cli_args *a)
         fflush(stdout);
     }
 
+    double c0 = a->timings_path ? cli_thread_cpu_us() : 0.0;
     double t0 = now_ms();
     if (er_decode(sess, ids, n_prompt, NULL) != ER_OK) { fail(); goto out; }
     double t_prefill = now_ms() - t0;
+    if (a->timings_path) timings.prefill_cpu_us = cli_thread_cpu_us() - c0;
     double ttft = 0.0, t_decode = 0.0;
     long n_gen = 0, n_decode_calls = 0;
     const char *stop = "limit";
@@ -164,12 +168,13 @@ static int cmd_run(const cli_args *a)
         else if (emit_text(vocab, &st, id, text, text_cap)) goto out;
         if (i + 1 == a->n_predict) break;       /* the last token needs no forward pass */
         if (er_session_pos(sess) >= n_ctx) { stop = "context full"; break; }
+        double cd = a->timings_path ? cli_thread_cpu_us() : 0.0;
         double td = now_ms();
         if (er_decode(sess, &id, 1, NULL) != ER_OK) { fail(); goto out; }
         double step_ms = now_ms() - td;
         t_decode += step_ms;
         n_decode_calls++;
-        if (a->timings_path) cli_timings_step(&timings, step_ms * 1e3);
+        if (a->timings_path) cli_timings_step(&timings, step_ms * 1e3, cli_thread_cpu_us() - cd);
     }
     if (!print_ids) {
         size_t n = 0;
@@ -297,6 +302,7 @@ int main(int argc, char **argv)
     case CLI_VERSION: printf("edgerun-cli %s\n", er_version()); return 0;
     case CLI_RUN: return cmd_run(&a);
     case CLI_INFO: return cmd_info(&a);
+    case CLI_EVAL: return cli_cmd_eval(&a);
     default: cli_usage(stderr); return 2;
     }
 }

@@ -1,5 +1,9 @@
 """`edgerun bench [MODEL]`: prefill and decode tokens/s, TTFT, peak RSS and arena bytes,
-for edgerun and for llama.cpp (llama-cpp-python, when installed) on the same file."""
+for edgerun and for llama.cpp (llama-cpp-python, when installed) on the same file.
+
+`edgerun bench --board B`: the board's cross build under qemu, per CPU model:
+TTFT, per-token latency p50/p90/p99, tokens/s, arena bytes, raw and normalized
+by a calibration workload; JSON + PNG; the board's latency gates (edgerun/board_bench.py)."""
 import json
 
 from . import formatter
@@ -10,11 +14,18 @@ examples:
   edgerun bench model.gguf --threads 1,2 --prompt-tokens 128 --gen-tokens 64
   edgerun bench model.gguf --json > bench.json    # for machines
   edgerun bench model.gguf --no-peer              # edgerun only
+  edgerun bench --board rpi5                      # cross build under qemu, gated
+  edgerun bench --board neoverse-v1 --update-baseline -o out/
 
 Each engine runs in its own process on the same prompt ids, after a warm-up
 pass. Decode steps ignore end-of-text so every run does the same work. The peer
 is llama.cpp through the optional `llama-cpp-python` package
 (pip install llama-cpp-python, or `make bench`).
+
+With --board, the board's edgerun-cli runs under qemu-user for each CPU model
+the board file lists, beside a calibration program run under the same qemu in
+the same job; the gates (p99/p50 budget, normalized tokens/s against
+benchmarks/baselines/<board>.json) come from the board file. A failed gate exits 1.
 """
 
 
@@ -31,28 +42,61 @@ def _thread_list(text):
 def register(sub):
     p = sub.add_parser("bench", help="speed and memory, edgerun beside llama.cpp", description=__doc__,
                        epilog=EPILOG, formatter_class=formatter())
-    p.add_argument("model", nargs="?", default=None, metavar="MODEL",
+    p.add_argument("model_pos", nargs="?", default=None, metavar="MODEL",
                    help="GGUF file (default: the embedded model)")
     p.add_argument("--threads", "-t", default="1", metavar="LIST", help="thread counts, e.g. 1,2 (default 1)")
-    p.add_argument("--prompt-tokens", type=int, default=64, metavar="N", help="prompt length (default 64)")
-    p.add_argument("--gen-tokens", type=int, default=128, metavar="N", help="decode steps (default 128)")
+    p.add_argument("--prompt-tokens", type=int, default=None, metavar="N",
+                   help="prompt length (default 64; 16 with --board)")
+    p.add_argument("--gen-tokens", type=int, default=None, metavar="N",
+                   help="decode steps (default 128; 48 with --board)")
     p.add_argument("--batch", type=int, default=64, metavar="N", help="prefill chunk for both engines (default 64)")
     p.add_argument("--ctx", type=int, default=0, metavar="N",
                    help="context length (default: edgerun's default for the model; the peer gets the same)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per engine; best is reported")
+    p.add_argument("--repeat", type=int, default=None, metavar="N",
+                   help="runs per engine; best is reported (default 1; with --board: 5, per-step median)")
     p.add_argument("--no-peer", action="store_true", help="skip llama.cpp")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", default=None, metavar="FILE.json", help="also write the JSON report to FILE.json")
+    b = p.add_argument_group("board benchmark (under qemu-user)")
+    b.add_argument("--board", metavar="B", help="benchmark the cross build for board B (boards/B.yaml)")
+    b.add_argument("--model", metavar="M", help="GGUF file for --board (default: the embedded model)")
+    b.add_argument("--cpu", action="append", metavar="SPEC", help="only this qemu CPU model (repeatable)")
+    b.add_argument("--update-baseline", action="store_true",
+                   help="rewrite benchmarks/baselines/<board>.json from this run")
+    b.add_argument("--baseline", metavar="FILE.json",
+                   help="baseline to gate against (and --update-baseline writes) instead of the stored one")
+    b.add_argument("-o", "--out-dir", metavar="DIR", help="where the JSON and PNG go (default build/<board>/bench)")
+    mx = p.add_argument_group("benchmark matrix (make bench)")
+    mx.add_argument("--matrix", action="store_true",
+                    help="both engines over the 15M and 110M shapes, F32/Q8_0/Q4_0/Q4_K, --threads (default 1,2), "
+                         "with the machine's read bandwidth; writes --doc and a PNG beside it")
+    mx.add_argument("--quick", action="store_true", help="--matrix on the 15M shape only")
+    mx.add_argument("--bench-dir", default="build/bench", metavar="DIR",
+                    help="benchmark models and matrix.json (default build/bench)")
+    mx.add_argument("--doc", default="docs/PERFORMANCE.md", metavar="FILE.md",
+                    help="report to write (default docs/PERFORMANCE.md; 'none' to skip)")
     p.set_defaults(func=main)
 
 
 def main(args):
-    from .. import bench
-    threads = _thread_list(args.threads)
     for name in ("prompt_tokens", "gen_tokens", "batch", "repeat"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-    model = args.model
+    threads = _thread_list(args.threads)
+    if args.board:
+        from .. import board_bench
+        args.threads = threads[0]
+        return board_bench.main(args)
+    for flag in ("model", "cpu", "update_baseline", "out_dir", "baseline"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag.replace('_', '-')} needs --board")
+    if args.matrix or args.quick:
+        return _matrix(args, threads)
+    from .. import bench
+    args.prompt_tokens = args.prompt_tokens or 64
+    args.gen_tokens = args.gen_tokens or 128
+    args.repeat = args.repeat or 1
+    model = args.model_pos
     if model is None:
         from ..model import default_model_path
         model = default_model_path()
@@ -68,3 +112,32 @@ def main(args):
         print(bench.format_table(report))
     # A failed engine is a failed benchmark: scripts must not record half a table.
     return 1 if any("error" in r for r in report["results"]) else 0
+
+
+def _matrix(args, threads):
+    """`--matrix` / `--quick`: see bench.matrix."""
+    import pathlib
+    from .. import bench
+    if args.model_pos:
+        raise ValueError("--matrix makes its own benchmark models; do not pass MODEL")
+    if args.threads == "1":   # the option's default: the matrix compares 1 and 2 threads
+        threads = [1, 2]
+    rep = bench.matrix(args.bench_dir, shapes=("15m",) if args.quick else bench.SHAPES, threads=threads,
+                       repeat=args.repeat or 3, prompt_tokens=args.prompt_tokens or 64,
+                       gen_tokens=args.gen_tokens or 128, peer=not args.no_peer)
+    out_dir = pathlib.Path(args.bench_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(args.out or out_dir / "matrix.json", "w") as f:
+        json.dump(rep, f, indent=2)
+        f.write("\n")
+    if args.doc != "none":
+        doc = pathlib.Path(args.doc)
+        png = doc.with_name("performance.png")
+        has_plot = bench.plot(rep, png)
+        doc.parent.mkdir(parents=True, exist_ok=True)
+        old = doc.read_text() if doc.is_file() else ""
+        doc.write_text(bench.update_doc(old, bench.format_markdown(rep, png.name if has_plot else None)))
+        print(f"edgerun: wrote {doc}" + (f" and {png}" if has_plot else " (no plot: matplotlib missing)"))
+    if args.json:
+        print(json.dumps(rep, indent=2))
+    return 1 if any("error" in r for r in rep["results"]) else 0

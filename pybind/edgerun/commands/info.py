@@ -42,8 +42,11 @@ def describe(m):
         tok = {"kind": {1: "spm", 2: "bpe"}.get(lib.er_vocab_kind(v), "none"),
                "n_tokens": lib.er_vocab_n_tokens(v), "bos": lib.er_vocab_bos(v), "eos": lib.er_vocab_eos(v),
                "pre": ffi.string(lib.er_vocab_pre(v)).decode()}
+    from .._ffi import ffi, lib
+    features = ffi.string(lib.er_cpu_features()).decode()
     return {"path": str(m.path), "hparams": m.hparams, "types": types, "tensors": tensors,
-            "isa": m.isa, "isa_reason": m.isa_reason, "plan": m.plan(), "tokenizer": tok}
+            "isa": m.isa, "isa_reason": m.isa_reason, "cpu_features": features, "plan": m.plan(),
+            "tokenizer": tok}
 
 
 def main(args):
@@ -56,6 +59,7 @@ def main(args):
         return 0
     if args.only_isa:
         print(f"isa: {d['isa']} ({d['isa_reason']})")
+        print(f"cpu features: {d['cpu_features'] or '(none detected)'}")
         return 0
     hp = d["hparams"]
     print(f"model: {d['path']}")
@@ -80,6 +84,7 @@ def main(args):
     else:
         print("tokenizer: none (ids in, ids out)")
     print(f"isa: {d['isa']} ({d['isa_reason']})")
+    print(f"cpu features: {d['cpu_features'] or '(none detected)'}")
     pl = d["plan"]
     print(f"arena plan: {human_bytes(pl['total_bytes'])} for n_ctx {pl['n_ctx']}, n_batch {pl['n_batch']}, "
           f"{pl['n_threads']} threads, {pl['n_sessions']} session(s), KV {pl['kv_type']}")

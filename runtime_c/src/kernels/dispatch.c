@@ -14,6 +14,7 @@
  * cpu_flags. Nothing else changes. The #if conditions here must match the
  * ones in meson.build that build the ISA libraries.
  */
+#include "edgerun.h" /* first: er_cpu_features is exported (ER_API) */
 #include "kernels.h"
 #include "generic/generic.h"
 #include "../error.h"

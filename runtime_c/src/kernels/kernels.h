@@ -155,6 +155,19 @@ typedef struct er_kernels {
     /* float <-> f16 rows (KV cache stores) */
     void (*f32_to_f16)(const float *x, er_f16 *y, int n);
     void (*f16_to_f32)(const er_f16 *x, float *y, int n);
+
+    /*
+     * Interleaved weight layouts, where a table has one that pays (0 / NULL
+     * elsewhere: the file's layout is used as is). repack_rows[t] consecutive
+     * rows are interleaved; a matrix qualifies when n_out is a multiple of
+     * it. repack copies all n_out rows (row_bytes apart in src) into dst,
+     * which takes exactly the same number of bytes. matmul_repacked is
+     * matmul on that copy (a->w points at it); r0 and r1 - r0 must be
+     * multiples of repack_rows[t].
+     */
+    int repack_rows[ER_W_COUNT];
+    void (*repack[ER_W_COUNT])(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+    void (*matmul_repacked[ER_W_COUNT])(const er_matmul_args *a);
 } er_kernels;
 
 /* Bytes of one prepared activation row of n elements for act kind k. */

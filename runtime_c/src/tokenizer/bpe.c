@@ -75,33 +75,37 @@ static inline void emit(const er_vocab *v, er_idsink *out, uint32_t id) {
     else if (v->unk >= 0) er_sink_push(out, (uint32_t)v->unk);
 }
 
+/* One symbol and the pair it starts: merging removes one element, so a
+ * single memmove keeps symbols and pair ranks aligned (three parallel arrays
+ * took three libc calls per merge, a fifth of the GPT-2 encode time). */
+typedef struct wsym {
+    uint32_t id;
+    uint32_t rank;       /* merge rank of (this, next); UINT32_MAX: none or no next */
+    uint32_t res;        /* the merged token when rank is not UINT32_MAX */
+} wsym;
+
+static inline void pair_at(const er_vocab *v, wsym *a, size_t i, size_t n) {
+    const er_merge *m = i + 1 < n ? er_vocab_merge(v, a[i].id, a[i + 1].id) : NULL;
+    a[i].rank = m ? m->rank : UINT32_MAX;
+    a[i].res = m ? m->result : 0;
+}
+
 static void word_short(const er_vocab *v, const uint8_t *w, size_t n, er_idsink *out) {
-    uint32_t id[SHORT_WORD], rank[SHORT_WORD], res[SHORT_WORD];
-    for (size_t i = 0; i < n; i++) id[i] = v->byte_tok[w[i]];
-    for (size_t i = 0; i + 1 < n; i++) {
-        const er_merge *m = er_vocab_merge(v, id[i], id[i + 1]);
-        rank[i] = m ? m->rank : UINT32_MAX;
-        res[i] = m ? m->result : 0;
-    }
+    wsym a[SHORT_WORD];
+    for (size_t i = 0; i < n; i++) a[i].id = v->byte_tok[w[i]];
+    for (size_t i = 0; i < n; i++) pair_at(v, a, i, n);
     while (n > 1) {
         size_t best = 0;
         for (size_t i = 1; i + 1 < n; i++)
-            if (rank[i] < rank[best]) best = i;
-        if (rank[best] == UINT32_MAX) break;
-        id[best] = res[best];
-        memmove(id + best + 1, id + best + 2, (n - best - 2) * sizeof id[0]);
-        /* n-1 pairs: the one right of the merged symbol goes away */
-        size_t tail = n >= best + 3 ? n - best - 3 : 0;
-        memmove(rank + best + 1, rank + best + 2, tail * sizeof rank[0]);
-        memmove(res + best + 1, res + best + 2, tail * sizeof res[0]);
+            if (a[i].rank < a[best].rank) best = i;
+        if (a[best].rank == UINT32_MAX) break;
+        a[best].id = a[best].res;
+        memmove(a + best + 1, a + best + 2, (n - best - 2) * sizeof a[0]);
         n--;
-        for (size_t i = best ? best - 1 : 0; i <= best && i + 1 < n; i++) {
-            const er_merge *m = er_vocab_merge(v, id[i], id[i + 1]);
-            rank[i] = m ? m->rank : UINT32_MAX;
-            res[i] = m ? m->result : 0;
-        }
+        if (best > 0) pair_at(v, a, best - 1, n);
+        pair_at(v, a, best, n);
     }
-    for (size_t i = 0; i < n; i++) emit(v, out, id[i]);
+    for (size_t i = 0; i < n; i++) emit(v, out, a[i].id);
 }
 
 static void try_cand(const er_vocab *v, const node *s, int32_t l, int32_t r, cand *h, size_t *nh) {

@@ -59,6 +59,10 @@ static const er_kernels k_avx2 = {
     .attention = er_avx2_attention,
     .f32_to_f16 = er_avx2_f32_to_f16,
     .f16_to_f32 = er_avx2_f16_to_f32,
+    /* Q4_0 only: why Q8_0 keeps the file layout is in repack_avx2.c */
+    .repack_rows = {[ER_W_Q4_0] = 8},
+    .repack = {[ER_W_Q4_0] = er_avx2_repack_q4_0},
+    .matmul_repacked = {[ER_W_Q4_0] = er_avx2_matmul_q4_0x8},
 };
 
 const er_kernels *er_kernels_avx2(void) { return &k_avx2; }

@@ -1,0 +1,68 @@
+"""`edgerun trace [MODEL] PROMPT -o trace.json`: time every op of a generation
+and write Chrome trace-event JSON (open it in https://ui.perfetto.dev)."""
+import math
+import sys
+
+from . import add_model_options, formatter, model_kwargs
+
+EPILOG = """\
+examples:
+  edgerun trace "0012+0034=" -o add.json                  # the embedded model
+  edgerun trace model.gguf "Once upon a time" -n 32 --threads 4 -o story.json
+
+Each op (embed, attn_norm, qkv, rope, kv_store, attention, attn_out, ffn_norm,
+ffn_gate_up, silu_mul, ffn_down, output_norm, lm_head) is one slice on the
+caller's track, with each pool worker's share on its own track; args hold the
+layer and shape. The ring is sized for the whole run, so nothing is dropped.
+"""
+
+# Events one forward step records: embed, output_norm and lm_head once, ten ops
+# per layer, on the caller and at most as often again on every worker.
+OPS_OUTSIDE_LAYERS = 3
+OPS_PER_LAYER = 10
+MAX_EVENTS = 1 << 24
+
+
+def register(sub):
+    p = sub.add_parser("trace", help="write a Perfetto/Chrome trace of a generation", description=__doc__,
+                       epilog=EPILOG, formatter_class=formatter())
+    p.add_argument("args", nargs="+", metavar="[MODEL] PROMPT",
+                   help="GGUF file (default: the embedded model) and the prompt")
+    p.add_argument("-o", "--output", default="trace.json", metavar="FILE",
+                   help="trace file to write (default: trace.json)")
+    p.add_argument("-n", "--max-tokens", type=int, default=16, metavar="N", help="tokens to generate (default 16)")
+    add_model_options(p)
+    p.set_defaults(func=main)
+
+
+def ring_events(n_prompt, max_tokens, n_batch, n_layer, n_threads):
+    """Ring capacity that holds every event of the run: forward steps (prefill
+    chunks of n_batch, then one per generated token) x events per step."""
+    steps = math.ceil(n_prompt / max(n_batch, 1)) + max(max_tokens, 0)
+    return min(MAX_EVENTS, max(1, steps * (OPS_OUTSIDE_LAYERS + OPS_PER_LAYER * n_layer) * max(n_threads, 1)))
+
+
+def main(args):
+    from ..model import Model
+    from .run import _split
+    path, prompt = _split(args)
+    if args.max_tokens < 0:
+        raise ValueError(f"-n must be >= 0, got {args.max_tokens}")
+    kw = model_kwargs(args)
+    # The ring's size is fixed at open, and sizing it needs the prompt's token
+    # count and the layer count: a first, ring-less open measures both.
+    with Model(path, **kw) as probe:
+        n_prompt = len(probe._ids(probe._encode(prompt, True)))
+        n_layer = probe.hparams["n_layer"]
+        plan = probe.plan()
+    events = ring_events(n_prompt, args.max_tokens, plan["n_batch"], n_layer, plan["n_threads"])
+    with Model(path, trace_events=events, **kw) as m:
+        ev = m.trace(prompt, path=args.output, max_tokens=args.max_tokens)
+        out = m.stats()["output"]
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    threads = len({e["thread"] for e in ev})
+    span_ms = (max(e["end_ns"] for e in ev) - min(e["start_ns"] for e in ev)) / 1e6 if ev else 0.0
+    full = " (ring full: the oldest were overwritten)" if len(ev) >= events else ""
+    print(f"edgerun: wrote {len(ev)} events{full} on {threads} thread(s), {span_ms:.2f} ms, to {args.output}; "
+          "open it in https://ui.perfetto.dev", file=sys.stderr)
+    return 0

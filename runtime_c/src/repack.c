@@ -1,0 +1,97 @@
+/*
+ * repack.c — weight matrices copied at open into a kernel table's
+ * interleaved layout (er_kernels.repack_rows / repack / matmul_repacked),
+ * in the arena's persistent "repacked" section.
+ *
+ * Only where a table has a layout that pays (today: AVX2 Q4_0, 8 rows; see
+ * kernels/x86/repack_avx2.c for the measurements, and for why Q8_0 is not
+ * repacked). The mapped file is never written: the copy goes to the arena,
+ * and the source pages are then released from this process (madvise
+ * MADV_DONTNEED on the read-only file mapping: they stay in the page cache
+ * and fault back in if the embedding look-up of a tied matrix needs them),
+ * so resident memory holds one copy of the weights, not two.
+ *
+ * $EDGERUN_REPACK=0 turns it off (same plan and open), to compare layouts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "model.h"
+
+static int enabled(void) {
+    const char *e = getenv("EDGERUN_REPACK");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+/* Rows interleaved for a matrix of er_wtype wt and shape [n_in, n_out], or
+ * 0 when it keeps the file layout. The plan and the open both ask this, so
+ * the section holds exactly what open copies. */
+static int rows_for(const er_kernels *k, int wt, uint64_t n_in, uint64_t n_out) {
+    if (wt < 0 || wt >= ER_W_COUNT || !k->repack[wt] || !k->matmul_repacked[wt]) return 0;
+    int r = k->repack_rows[wt];
+    return r > 0 && n_out % (uint64_t)r == 0 && n_in % ER_QK4_0 == 0 ? r : 0;
+}
+
+/* The matrices the forward pass multiplies with: per layer the seven
+ * projections, then the output projection (token_embd when tied). */
+#define N_LAYER_MATS 7
+static const char *const k_layer_mats[N_LAYER_MATS] = {
+    "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down",
+};
+
+size_t er_repack_plan(const gguf_file *f, const er_kernels *k, int n_layer) {
+    if (!k || !enabled()) return 0;
+    size_t total = 0;
+    gguf_tensor t;
+    for (int l = 0; l <= n_layer; l++) {
+        for (int i = 0; i < (l < n_layer ? N_LAYER_MATS : 1); i++) {
+            char name[96];
+            if (l < n_layer)
+                snprintf(name, sizeof name, "blk.%d.%s.weight", l, k_layer_mats[i]);
+            else if (!gguf_find_tensor(f, strcpy(name, "output.weight"), &t))
+                strcpy(name, "token_embd.weight");
+            if (!gguf_find_tensor(f, name, &t) || t.n_dims != 2 || !rows_for(k, er_wtype_from_ggml(t.type), t.ne[0], t.ne[1])) continue;
+            if (t.nbytes > SIZE_MAX - total - 2 * ER_ARENA_ALIGN) return SIZE_MAX;
+            total += er_align_up((size_t)t.nbytes);
+        }
+    }
+    return total;
+}
+
+/* Gives the pages wholly inside [p, p + n) of a read-only file mapping back. */
+static void release_source(const void *p, size_t n) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~((uintptr_t)page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice only: failure changes nothing */
+}
+
+static int repack_one(er_model *m, er_weight *w) {
+    const er_kernels *k = m->k;
+    w->packed = NULL; /* layers live in arena memory nobody zeroed */
+    if (!m->plan.sections[ER_SEC_REPACKED].bytes || !rows_for(k, w->wtype, (uint64_t)w->n_in, (uint64_t)w->n_out))
+        return ER_OK;
+    size_t bytes = w->row_bytes * (size_t)w->n_out;
+    void *dst = er_arena_alloc(&m->sec[ER_SEC_REPACKED], bytes);
+    if (!dst) return er_fail(ER_ECORRUPT, "internal: repacked section smaller than planned");
+    k->repack[w->wtype](w->data, dst, w->row_bytes, w->n_in, w->n_out);
+    w->packed = dst;
+    if (m->file.mapped) release_source(w->data, bytes);
+    return ER_OK;
+}
+
+int er_repack_model(er_model *m) {
+    int rc;
+    for (int l = 0; l < m->d.n_layer; l++) {
+        er_layer *L = &m->layers[l];
+        er_weight *ws[N_LAYER_MATS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < N_LAYER_MATS; i++)
+            if ((rc = repack_one(m, ws[i]))) return rc;
+    }
+    return repack_one(m, &m->output);
+}

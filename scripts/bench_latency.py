@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Latency stability of token generation (a benchmark: it reports, it does not fail).
+
+    python scripts/bench_latency.py [MODEL] [--tokens 1000] [--threads 1] [--json]
+
+1. Per-token latency, steady state: one greedy token at a time (er_decode of
+   the previous token + er_sample, what a streaming client waits for between
+   two tokens), timed with a monotonic clock around the C calls only, over
+   --tokens tokens. The session restarts from a short prompt whenever it
+   reaches --window positions, so every token sees the same range of context
+   lengths and the spread measures jitter, not a growing attention span.
+   Reported: p50, p90, p99, max and p99/p50 (target <= 1.3 on an idle machine).
+2. First request vs steady state: --opens times, the model is opened afresh
+   (new mapping, new arena, new worker threads: what a service pays after a
+   restart) and one request (prefill of the prompt + --request-tokens greedy
+   tokens) is timed; then --requests more requests on the warm model give the
+   steady p50/p99. Reported: the median first-request time over p99
+   (target <= 2). With --cold the model file is evicted from the page cache
+   before each open (posix_fadvise DONTNEED), as after a reboot: the first
+   request then also pays for reading the weights from storage, unless open
+   did (see docs/PERFORMANCE.md).
+
+Python's garbage collector is off while timing: its pauses are not the runtime's.
+"""
+import argparse
+import gc
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "pybind"))
+
+import edgerun  # noqa: E402
+from edgerun._ffi import check, ffi, lib  # noqa: E402
+
+
+def pct(xs, p):
+    """Nearest-rank percentile of a non-empty list."""
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(round(p / 100 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def prompt_ids(m, n=8):
+    """A short prompt the model's vocabulary can take (ids, no tokenizer needed)."""
+    return [1 + (7 * i) % (m.n_vocab - 1) for i in range(n)]
+
+
+def token_latencies(m, n_tokens, window):
+    ptr_out = ffi.new("er_session **")
+    check(lib.er_session_new(m._ptr, ptr_out))
+    s = ptr_out[0]
+    prompt = prompt_ids(m)
+    arr = ffi.new("int32_t[]", prompt)
+    one = ffi.new("int32_t[1]")
+    tok = ffi.new("int32_t *")
+    window = min(window, m.n_ctx)
+    lat = []
+    clock = time.perf_counter_ns
+    try:
+        while len(lat) < n_tokens:
+            check(lib.er_session_reset(s))
+            check(lib.er_decode(s, arr, len(prompt), ffi.NULL))
+            check(lib.er_sample(s, ffi.NULL, tok))
+            while lib.er_session_pos(s) < window and len(lat) < n_tokens:
+                one[0] = tok[0]
+                t0 = clock()
+                rc = lib.er_decode(s, one, 1, ffi.NULL)
+                rc2 = lib.er_sample(s, ffi.NULL, tok) if rc == 0 else 0
+                t1 = clock()
+                check(rc)
+                check(rc2)
+                lat.append((t1 - t0) / 1e3)
+    finally:
+        lib.er_session_free(s)
+    return lat
+
+
+def request_time(m, prompt, n_new):
+    """Seconds for one request: prefill + n_new greedy tokens, on a fresh session."""
+    out = ffi.new("er_session **")
+    arr = ffi.new("int32_t[]", prompt)
+    one = ffi.new("int32_t[1]")
+    tok = ffi.new("int32_t *")
+    t0 = time.perf_counter_ns()
+    check(lib.er_session_new(m._ptr, out))
+    s = out[0]
+    try:
+        check(lib.er_decode(s, arr, len(prompt), ffi.NULL))
+        for i in range(n_new):
+            check(lib.er_sample(s, ffi.NULL, tok))
+            if i + 1 < n_new and lib.er_session_pos(s) < m.n_ctx:
+                one[0] = tok[0]
+                check(lib.er_decode(s, one, 1, ffi.NULL))
+    finally:
+        lib.er_session_free(s)
+    return (time.perf_counter_ns() - t0) / 1e3
+
+
+def evict(path):
+    """Drops the file's clean pages from the page cache (no root needed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def first_vs_steady(path, opts, opens, requests, n_new, cold):
+    firsts, steady, open_us = [], [], []
+    for k in range(opens):
+        if cold:
+            evict(path)
+        t0 = time.perf_counter_ns()
+        with edgerun.Model(path, **opts) as m:
+            open_us.append((time.perf_counter_ns() - t0) / 1e3)
+            prompt = prompt_ids(m)
+            firsts.append(request_time(m, prompt, n_new))
+            if k == 0:
+                steady = [request_time(m, prompt, n_new) for _ in range(requests)]
+    return firsts, steady, open_us
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", default=None, help="GGUF file (default: the embedded model)")
+    ap.add_argument("--tokens", type=int, default=1000, help="timed tokens (default 1000)")
+    ap.add_argument("--window", type=int, default=256, help="restart the session at this position (default 256)")
+    ap.add_argument("--threads", type=int, default=1, help="worker threads (default 1)")
+    ap.add_argument("--opens", type=int, default=5, help="fresh opens for the first-request figure (default 5)")
+    ap.add_argument("--requests", type=int, default=100, help="steady requests after the first (default 100)")
+    ap.add_argument("--request-tokens", type=int, default=16, help="tokens per request (default 16)")
+    ap.add_argument("--cold", action="store_true", help="evict the model from the page cache before each open")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    a = ap.parse_args(argv)
+
+    path = a.model or edgerun.default_model_path()
+    opts = dict(n_threads=a.threads)
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        with edgerun.Model(path, **opts) as m:
+            token_latencies(m, min(100, a.tokens), a.window)          # warm the model first
+            lat = token_latencies(m, a.tokens, a.window)
+            isa = m.isa
+        firsts, steady, open_us = first_vs_steady(path, opts, a.opens, a.requests, a.request_tokens, a.cold)
+    finally:
+        if gc_was:
+            gc.enable()
+
+    p50, p90, p99, mx = pct(lat, 50), pct(lat, 90), pct(lat, 99), max(lat)
+    s50, s99 = pct(steady, 50), pct(steady, 99)
+    first = statistics.median(firsts)
+    res = {
+        "model": str(path), "isa": isa, "threads": a.threads, "tokens": len(lat), "window": a.window,
+        "token_us": {"p50": p50, "p90": p90, "p99": p99, "max": mx, "mean": statistics.fmean(lat)},
+        "p99_over_p50": p99 / p50,
+        "request": {"tokens": a.request_tokens, "first_us": firsts, "first_median_us": first,
+                    "steady_p50_us": s50, "steady_p99_us": s99, "cold": a.cold,
+                    "open_median_us": statistics.median(open_us)},
+        "first_over_p99": first / s99, "first_over_p50": first / s50,
+        "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+    if a.json:
+        print(json.dumps(res))
+        return 0
+    print(f"model {pathlib.Path(path).name}  isa {isa}  threads {a.threads}  "
+          f"load {res['load_avg_1m']:.2f} on {res['cpus']} CPUs")
+    print(f"per-token latency over {len(lat)} tokens (us): p50 {p50:.1f}  p90 {p90:.1f}  p99 {p99:.1f}  "
+          f"max {mx:.1f}   p99/p50 {p99 / p50:.2f} (target <= 1.3 idle)")
+    print(f"request of {a.request_tokens} tokens (us): first after open {first:.0f} (median of {a.opens}: "
+          + ", ".join(f"{x:.0f}" for x in firsts) + f"), steady p50 {s50:.0f} p99 {s99:.0f}   "
+          f"first/p99 {first / s99:.2f} (target <= 2), first/p50 {first / s50:.2f}")
+    print(f"open: median {statistics.median(open_us) / 1e3:.1f} ms" + (" (page cache evicted first)" if a.cold else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The benchmark matrix's parts (pybind/edgerun/bench.py) on small inputs:
+medians and spread, weight bytes per token, the bandwidth probe, the report
+section and its place in docs/PERFORMANCE.md. The full matrix is `make bench`."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from edgerun import bench
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_summary_is_median_with_spread():
+    runs = [{"prefill_tokens_per_s": p, "decode_tokens_per_s": d, "ttft_ms": t, "n_generated": 5}
+            for p, d, t in ((10, 100, 3), (30, 50, 1), (20, 70, 2))]
+    s = bench._summary(runs)
+    assert s["prefill_tokens_per_s"] == 20 and s["decode_tokens_per_s"] == 70 and s["ttft_ms"] == 2
+    assert s["spread"]["decode_tokens_per_s"] == [50, 100]
+    assert bench._summary(runs[:2])["prefill_tokens_per_s"] == 20      # even count: mean of the middle two
+    assert len(s["runs"]) == 3
+
+
+def test_weight_bytes_per_token_counts_tied_embedding_once(tmp_path):
+    import gguf
+    import numpy as np
+    for tied in (True, False):
+        p = tmp_path / f"m{tied}.gguf"
+        w = gguf.GGUFWriter(str(p), "llama")
+        w.add_tensor("token_embd.weight", np.zeros((10, 32), np.float32))   # 10 rows of 32
+        w.add_tensor("blk.0.attn_q.weight", np.zeros((32, 32), np.float32))
+        if not tied:
+            w.add_tensor("output.weight", np.zeros((10, 32), np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        want = 10 * 32 * 4 + 32 * 32 * 4 if tied else 32 * 4 + 32 * 32 * 4 + 10 * 32 * 4
+        assert bench.weight_bytes_per_token(p) == want
+
+
+def test_membw_probe_reports_json():
+    exe = bench.membw_binary()
+    if exe is None:
+        pytest.skip("edgerun-membw is not built (make build)")
+    r = subprocess.run([str(exe), "32", "1", "2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert [x["threads"] for x in rows] == [1, 2]
+    assert all(x["gb_per_s"] > 0.1 and x["passes"] >= 3 for x in rows)
+    bad = subprocess.run([str(exe), "1"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+def _fake_report():
+    rows = []
+    for engine, dec in (("edgerun", 120.0), ("llama.cpp", 100.0)):
+        rows.append({"engine": engine, "shape": "15m", "type": "q8_0", "threads": 1, "prefill_tokens_per_s": 900.0,
+                     "decode_tokens_per_s": dec, "ttft_ms": 5.0, "peak_rss_bytes": 50 << 20,
+                     "spread": {"prefill_tokens_per_s": [800.0, 950.0], "decode_tokens_per_s": [dec - 5, dec + 5],
+                                "ttft_ms": [4.0, 6.0]},
+                     "pct_of_bandwidth": dec / 2, "weight_bytes_per_token": 10 ** 7})
+    rows.append({"engine": "llama.cpp", "shape": "15m", "type": "f32", "threads": 1, "error": "boom"})
+    return {"machine": {"cpu": "Test CPU", "machine": "x86_64", "cpus": 2}, "date": "today", "seconds": 12.0,
+            "load_avg_before": [0.1, 0.2, 0.3], "load_avg_after": [0.2, 0.2, 0.3],
+            "bandwidth_gb_per_s": {"1": 20.0}, "bandwidth_probe": "test", "prompt_tokens": 64, "gen_tokens": 128,
+            "repeat": 3, "ctx": 256, "llama_cpp": "installed", "results": rows}
+
+
+def test_markdown_section_and_doc_update(tmp_path):
+    md = bench.format_markdown(_fake_report(), "performance.png")
+    assert md.startswith("## Throughput")
+    assert "| 15m | q8_0 | 1 | edgerun | 900.0 [800.0-950.0] | 120.0 [115.0-125.0] | 60% | 50.0 | 1.20x |" in md
+    assert "| 15m | f32 | 1 | llama.cpp | error: boom |" in md
+    assert "![decode tokens/s" in md and "load average" in md
+    other = "# Performance\n\n## Latency stability\n\nnumbers\n"
+    doc = bench.update_doc(other, md)
+    assert "## Latency stability\n\nnumbers" in doc and doc.count(bench.DOC_BEGIN) == 1
+    again = bench.update_doc(doc, "## Throughput: new")
+    assert "900.0" not in again and "## Throughput: new" in again and "numbers" in again
+    assert again.count(bench.DOC_BEGIN) == 1 and again.count(bench.DOC_END) == 1
+
+
+def test_plot_writes_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "p.png"
+    assert bench.plot(_fake_report(), png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_matrix_rejects_a_model_argument():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "pybind") + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([os.sys.executable, "-m", "edgerun", "bench", "x.gguf", "--matrix"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode != 0 and "MODEL" in r.stderr

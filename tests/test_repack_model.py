@@ -1,0 +1,53 @@
+"""Repacked weights (runtime_c/src/repack.c) in a whole model.
+
+On a table with an interleaved layout for Q4_0 (avx2), a Q4_0 model's plan
+has a "repacked" section holding every projection matrix, and its logits
+agree with the same file run in the file's layout ($EDGERUN_REPACK=0) within
+float summation order (both use the same exact integer block sums); with
+EDGERUN_REPACK=0, and on tables without a layout, the section is empty.
+"""
+import numpy as np
+import pytest
+
+from conftest import rel_err
+
+
+def _q4_model(tiny):
+    return tiny.gguf("llama_untied_theta5e5", "q4_0")
+
+
+def _matrix_bytes(path):
+    from edgerun import reference
+    m = reference.GGUFModel(path)
+    names = [n for n in m.tensor_types if n.startswith("blk.") and n.endswith(".weight")
+             and m.tensor_types[n] == reference.Q4_0] + ["output.weight"]
+    return sum(len(m.raw[n]) for n in names if n in m.raw)
+
+
+def test_repacked_logits_match_file_layout(tiny, monkeypatch):
+    import edgerun
+    path = _q4_model(tiny)
+    ids = [int(v) for v in np.random.RandomState(4).randint(0, 200, 20)]
+    with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
+        isa = m.isa
+        repacked = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
+        got = m.logits(ids)
+    monkeypatch.setenv("EDGERUN_REPACK", "0")
+    with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
+        off = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
+        want = m.logits(ids)
+    assert off["bytes"] == 0
+    if isa != "avx2":
+        pytest.skip(f"table {isa} keeps the file layout for Q4_0")
+    assert repacked["persistent"] == 1
+    assert repacked["bytes"] >= _matrix_bytes(path) > 0
+    assert repacked["used"] == repacked["bytes"]          # the plan is exact
+    # same integer block sums, other float order: ~1e-7 measured
+    assert rel_err(got, want) <= 1e-5
+
+
+def test_generic_table_plans_no_repacked_section(tiny):
+    import edgerun
+    with edgerun.Model(_q4_model(tiny), n_ctx=32, isa="generic") as m:
+        sec = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
+    assert sec["bytes"] == 0 and sec["used"] == 0

@@ -1,0 +1,124 @@
+"""Op tracing through Python and the `edgerun trace` CLI.
+
+The exported file is what Perfetto opens: Chrome trace-event JSON whose op
+slices are complete events (ph "X") with numeric ts/dur, named from the op
+list, and whose timestamps never go backwards on any one thread (the caller's
+ops, which run one after another, never overlap either).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import edgerun
+from edgerun import errors
+from edgerun.commands.trace import ring_events
+
+OPS = ["embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out", "ffn_norm",
+       "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head"]
+PROMPT = "0012+0034="
+
+
+def check_chrome_trace(doc, n_threads, n_layer):
+    """Schema and ordering checks; returns the op slices."""
+    assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list)
+    slices = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    meta = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
+    assert slices and len(slices) + len(meta) == len(doc["traceEvents"])
+    assert {e["tid"] for e in meta} == set(range(n_threads))
+    last = {}
+    for e in slices:
+        assert e["name"] in OPS, e
+        for k in ("ts", "dur"):
+            assert isinstance(e[k], (int, float)) and not isinstance(e[k], bool) and e[k] >= 0, e
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int) and 0 <= e["tid"] < n_threads
+        assert -1 <= e["args"]["layer"] < n_layer and len(e["args"]["shape"]) == 3
+        prev = last.get(e["tid"])
+        if prev is not None:
+            assert e["ts"] >= prev["ts"], (prev, e)
+            if e["tid"] == 0:   # whole ops on the caller: one after another
+                assert e["ts"] >= prev["ts"] + prev["dur"] - 1e-3, (prev, e)
+        last[e["tid"]] = e
+    return slices
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_trace_events_and_export(tmp_path, n_threads):
+    out = tmp_path / "t.json"
+    with edgerun.Model(n_threads=n_threads, trace_events=20000) as m:
+        n_layer = m.hparams["n_layer"]
+        events = m.trace(PROMPT, path=out, max_tokens=5, stop_at_eos=False)
+        n_prompt = m.stats()["n_prompt"]
+        assert m.stats()["output"] and m.stats()["n_generated"] == 5
+    # one prefill step, then one step per generated token but the last
+    steps = 1 + 4
+    assert n_prompt <= 64
+    caller = [e for e in events if e["thread"] == 0]
+    assert [e["op"] for e in caller].count("embed") == steps
+    for op in OPS[1:11]:
+        for layer in range(n_layer):
+            assert sum(1 for e in caller if e["op"] == op and e["layer"] == layer) == steps, (op, layer)
+    assert [e["shape"][0] for e in caller if e["op"] == "embed"] == [n_prompt] + [1] * 4
+    assert all(e["end_ns"] >= e["start_ns"] > 0 for e in events)
+    # workers join a dispatch only if they wake while it is open (threadpool.h),
+    # so which worker tracks appear is up to the scheduler; the caller's always does
+    assert 0 in {e["thread"] for e in events} <= set(range(n_threads))
+    assert all(e["op"] == OPS[e["op_id"]] for e in events)
+
+    doc = json.loads(out.read_text())
+    slices = check_chrome_trace(doc, n_threads, n_layer)
+    assert len(slices) == len(events)
+    assert doc["otherData"]["dropped"] == 0
+    # the JSON is the same events: ts in us from the same ns
+    assert [round(s["ts"] * 1000) for s in slices] == [e["start_ns"] for e in events]
+
+
+def test_trace_ring_wraps_and_needs_a_ring():
+    with edgerun.Model(trace_events=10) as m:
+        ev = m.trace(PROMPT, max_tokens=3)
+        assert len(ev) == 10
+        assert ev[-1]["op"] == "lm_head"            # the newest survive
+        assert [e["start_ns"] for e in ev] == sorted(e["start_ns"] for e in ev)
+    with edgerun.Model() as m:
+        with pytest.raises(errors.StateError, match="trace_events"):
+            m.trace(PROMPT)
+    for bad in (-1, 2 ** 24 + 1, 1.5, True):
+        with pytest.raises(errors.InvalidArgumentError):
+            edgerun.Model(trace_events=bad)
+
+
+def test_ring_sizing_covers_the_run():
+    # 2 prefill chunks + 16 tokens, 2 layers, 2 threads
+    assert ring_events(100, 16, 64, 2, 2) == 18 * 23 * 2
+    assert ring_events(10 ** 9, 10 ** 6, 1, 80, 64) == 1 << 24
+
+
+def _cli(*args, **kw):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.run([sys.executable, "-m", "edgerun", *args], capture_output=True, text=True,
+                          env=env, timeout=120, **kw)
+
+
+def test_cli_trace_writes_a_perfetto_file(tmp_path):
+    out = tmp_path / "cli.json"
+    r = _cli("trace", PROMPT, "-o", str(out), "-n", "6", "--threads", "2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()                       # the generated text
+    assert "events" in r.stderr and str(out) in r.stderr
+    doc = json.loads(out.read_text())
+    with edgerun.Model() as m:
+        n_layer = m.hparams["n_layer"]
+    slices = check_chrome_trace(doc, 2, n_layer)
+    assert doc["otherData"]["dropped"] == 0       # the ring was sized for the run
+    assert 0 in {s["tid"] for s in slices} <= {0, 1}
+    assert {s["name"] for s in slices} == set(OPS)
+
+
+def test_cli_trace_errors_are_one_line(tmp_path):
+    r = _cli("trace", str(tmp_path / "missing.gguf"), PROMPT, "-o", str(tmp_path / "x.json"))
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("edgerun: error:")
+    r = _cli("trace", PROMPT, "-o", str(tmp_path / "no-dir" / "x.json"))
+    assert r.returncode == 1 and r.stderr.startswith("edgerun: error:") and r.stderr.count("\n") == 1
