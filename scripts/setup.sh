@@ -26,6 +26,10 @@ APT_CORE=(build-essential clang meson ninja-build python3 python3-venv python3-d
 # the builds and that qemu-aarch64 -L loads; apt would skip it as a mere
 # recommendation with --no-install-recommends.)
 APT_CROSS=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+# OTA tests (edgerun package/flash): the real SWUpdate checks and installs the
+# bundles, and an OpenSSH server on 127.0.0.1 stands in for a device; the
+# tests skip without them, so a failure to install them only warns.
+APT_OTA=(swupdate openssh-server openssh-client openssl)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -67,6 +71,10 @@ if command -v dpkg-query >/dev/null 2>&1; then
     if [ "${#need[@]}" -gt 0 ]; then
       apt_install "${need[@]}" || say "warning: could not install ${need[*]} (make fuzz and make test-tsan need it)" >&2
     fi
+  fi
+  mapfile -t need < <(missing "${APT_OTA[@]}")
+  if [ "${#need[@]}" -gt 0 ]; then
+    apt_install "${need[@]}" || say "warning: could not install ${need[*]} (only the OTA tests need them)" >&2
   fi
   if [ "${EDGERUN_SETUP_CROSS:-1}" != "0" ]; then
     mapfile -t need < <(missing "${APT_CROSS[@]}")

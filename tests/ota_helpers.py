@@ -44,7 +44,7 @@ def resign(src, dst, key, cert, edit_manifest=None, drop_sig=False):
     and sw-description re-rendered and signed again with (key, cert): a bundle
     that is validly signed but says something else (e.g. a wrong health-check
     expectation)."""
-    from edgerun import boards, cpio, ota, package, swdesc
+    from edgerun import boards, cpio, package, swdesc
     with tempfile.TemporaryDirectory() as td:
         td = pathlib.Path(td)
         f, entries = cpio.open_index(src)

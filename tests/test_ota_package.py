@@ -3,7 +3,6 @@
 import concurrent.futures
 import json
 import os
-import pathlib
 import random
 import stat
 import subprocess

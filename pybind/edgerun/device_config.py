@@ -190,7 +190,7 @@ def validate(raw, source=FILE_NAME, check_cpus=False):
         c.integer("sampling.seed", s["seed"], 0, 2**64 - 1)
     c.integer("sampling.max_tokens", s["max_tokens"], 1)
 
-    c.number("arena.budget_mib", data["arena"]["budget_mib"], 1, 1 << 30)
+    c.number("arena.budget_mib", data["arena"]["budget_mib"], 0.001, 1 << 30)
 
     sl = data["slots"]
     root = c.string("slots.root", sl["root"])
@@ -302,3 +302,27 @@ def generate(config, model, prompt=None, **override):
     kw = config.sampling_kwargs()
     kw.update(override)
     return model.generate(prompt if prompt is not None else config["health_check"]["prompt"], **kw)
+
+
+# `edgerun run` option -> (config section, field); an option still at its
+# command-line default takes the config's value, one given explicitly wins.
+_RUN_OPTIONS = {"temp": ("sampling", "temperature", 0.0), "top_k": ("sampling", "top_k", 0),
+                "top_p": ("sampling", "top_p", 1.0), "min_p": ("sampling", "min_p", 0.0),
+                "repeat_penalty": ("sampling", "repeat_penalty", 1.0),
+                "repeat_last_n": ("sampling", "repeat_last_n", 0), "seed": ("sampling", "seed", None),
+                "max_tokens": ("sampling", "max_tokens", 64)}
+
+
+def apply_to_run_args(config, args):
+    """`edgerun run --config FILE PROMPT`: fills the sampling options the user
+    left at their defaults from the config; returns the config (loaded and
+    checked against this machine's CPUs). The model, threads, pinning and
+    arena budget come from the config through open_model()."""
+    cfg = config if isinstance(config, DeviceConfig) else load(config, check_cpus=True)
+    if len(args.args) != 1:
+        raise ConfigError(f"{cfg.path}: with --config give only the PROMPT; the model is model.path "
+                          f"({cfg['model']['path']})", "model.path")
+    for opt, (sec, field, default) in _RUN_OPTIONS.items():
+        if getattr(args, opt, default) == default:
+            setattr(args, opt, cfg[sec][field])
+    return cfg

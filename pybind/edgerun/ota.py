@@ -430,6 +430,8 @@ def health_check(target, slot, timeout=None):
         r = target.run(argv, t)
     except subprocess.TimeoutExpired:
         return False, f"{slot}: the health check timed out after {t} s"
+    except OSError as e:          # e.g. an aarch64 CLI on an x86 machine without qemu
+        return False, f"{slot}: cannot run the slot's runtime: {e.strerror or e}"
     if r.returncode != 0:
         err = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
         return False, f"{slot}: the runtime failed the health check: {err}"

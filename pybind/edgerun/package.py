@@ -26,7 +26,6 @@ import io
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import tarfile
 import tempfile

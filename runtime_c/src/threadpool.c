@@ -77,21 +77,25 @@ int er_pool_cpus(void) {
 /* A dispatch this worker has not seen is open: gen odd and not `seen`. */
 static inline int fresh(unsigned g, unsigned seen) { return (g & 1u) && g != seen; }
 
-/* Waits for a fresh dispatch (or quit); returns gen as last read. */
-static unsigned wait_start(er_pool *p, unsigned seen) {
+/* Waits for a fresh dispatch (or quit); returns gen as last read. A primary
+ * worker polls first and sleeps on cv_start; an extra one sleeps at once on
+ * cv_extra, which only barrier dispatches (and stop) signal. */
+static unsigned wait_start(er_pool *p, unsigned seen, int primary) {
     unsigned g;
     spin_state st = {0, 0};
     do {
         g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (fresh(g, seen) || atomic_load_explicit(&p->quit, memory_order_relaxed)) return g;
-    } while (keep_polling(p, &st));
+    } while (primary && keep_polling(p, &st));
+    atomic_int *sleeping = primary ? &p->n_sleeping : &p->n_sleeping_extra;
+    pthread_cond_t *cv = primary ? &p->cv_start : &p->cv_extra;
     pthread_mutex_lock(&p->mu);
     /* seq_cst increment, then re-check gen: the caller bumps gen, then reads
-     * n_sleeping. In the single total order either it sees us and
-     * broadcasts under the mutex, or our load of gen comes after its bump. */
-    atomic_fetch_add(&p->n_sleeping, 1);
-    while (!fresh(g = atomic_load(&p->gen), seen) && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv_start, &p->mu);
-    atomic_fetch_sub(&p->n_sleeping, 1);
+     * the sleeper count. In the single total order either it sees us and
+     * signals under the mutex, or our load of gen comes after its bump. */
+    atomic_fetch_add(sleeping, 1);
+    while (!fresh(g = atomic_load(&p->gen), seen) && !atomic_load(&p->quit)) pthread_cond_wait(cv, &p->mu);
+    atomic_fetch_sub(sleeping, 1);
     pthread_mutex_unlock(&p->mu);
     return g;
 }
@@ -106,7 +110,7 @@ static void *worker_main(void *arg) {
      * logit shows. */
     er_cpu_set_ftz();
     for (;;) {
-        unsigned g = wait_start(p, seen);
+        unsigned g = wait_start(p, seen, w->ith <= p->n_primary);
         if (atomic_load_explicit(&p->quit, memory_order_acquire)) return NULL;
         seen = g;
         /* Join: take a place in `active`, then confirm the dispatch is still
@@ -153,12 +157,14 @@ int er_pool_start(er_pool *p, int n_threads, uint64_t cpu_mask, er_arena *a) {
     p->n_threads = n_threads < 1 ? 1 : n_threads;
     atomic_init(&p->gen, 0);
     atomic_init(&p->n_sleeping, 0);
+    atomic_init(&p->n_sleeping_extra, 0);
     atomic_init(&p->quit, 0);
     atomic_init(&p->active, 0);
     atomic_init(&p->finished, 0);
     atomic_init(&p->caller_sleeping, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
+    pthread_cond_init(&p->cv_extra, NULL);
     pthread_cond_init(&p->cv_done, NULL);
     int cpus = er_pool_cpus();
     if (cpu_mask) {
@@ -166,7 +172,8 @@ int er_pool_start(er_pool *p, int n_threads, uint64_t cpu_mask, er_arena *a) {
         for (int c = 0; c < 64; c++) in_mask += (int)(cpu_mask >> c & 1);
         if (in_mask < cpus) cpus = in_mask;
     }
-    p->spin = p->n_threads <= cpus;
+    p->n_primary = (p->n_threads < cpus ? p->n_threads : cpus) - 1;
+    p->spin = cpus > 1; /* one CPU: whoever we wait for needs this very core */
     if (p->n_threads == 1) return ER_OK;
     p->workers = er_arena_alloc(a, sizeof(er_pool_worker) * (size_t)(p->n_threads - 1));
     if (!p->workers) return er_fail(ER_ENOMEM_ARENA, "thread pool: arena section too small");
@@ -216,9 +223,12 @@ static void run(er_pool *p, er_task_fn fn, void *ctx, int every_thread) {
     p->ctx = ctx;
     atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
     atomic_fetch_add(&p->gen, 1); /* open (gen odd); seq_cst: publishes fn/ctx, pairs with wait_start */
-    if (atomic_load(&p->n_sleeping) > 0) {
+    const int sleeping = atomic_load(&p->n_sleeping);
+    const int sleeping_extra = every_thread ? atomic_load(&p->n_sleeping_extra) : 0;
+    if (sleeping > 0 || sleeping_extra > 0) {
         pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->cv_start);
+        if (sleeping > 0) pthread_cond_broadcast(&p->cv_start);
+        if (sleeping_extra > 0) pthread_cond_broadcast(&p->cv_extra);
         pthread_mutex_unlock(&p->mu);
     }
 
@@ -236,10 +246,12 @@ void er_pool_stop(er_pool *p) {
     atomic_store(&p->quit, 1);
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->cv_start);
+    pthread_cond_broadcast(&p->cv_extra);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_started; i++) pthread_join(p->workers[i].tid, NULL);
     p->n_started = 0;
     pthread_cond_destroy(&p->cv_start);
+    pthread_cond_destroy(&p->cv_extra);
     pthread_cond_destroy(&p->cv_done);
     pthread_mutex_destroy(&p->mu);
 }

@@ -15,9 +15,15 @@
  *
  * Waits spin a short while (a forward step issues ~15 dispatches per layer a
  * few microseconds apart, and a futex wake-up costs more than that), then
- * block on a condition variable. With more threads than the process has
- * CPUs nothing spins — a spinning waiter would burn the time slice of the
- * thread it waits for — so oversubscription costs wake-ups, never a collapse.
+ * block on a condition variable.
+ *
+ * More threads than CPUs: workers 1..CPUs-1 are "primary", the rest "extra".
+ * Extras never spin and sleep on their own condition variable, which only a
+ * barrier dispatch (er_pool_run) wakes; a dynamic dispatch wakes primaries
+ * only (an extra that happens to be awake may still join). So 8 threads on
+ * 2 CPUs run the forward pass like 2 — the other 6 could not run at the same
+ * time anyway, and waking them on every operation cost more than they add —
+ * instead of collapsing into wake-ups and time-slice fights.
  *
  * Nothing here allocates after er_pool_start.
  */
@@ -41,7 +47,8 @@ typedef struct er_pool_worker {
 typedef struct er_pool {
     int n_threads;               /* including the caller */
     int n_started;               /* workers actually running (for clean shutdown) */
-    int spin;                    /* 1: waits poll a while before blocking; 0 when oversubscribed */
+    int spin;                    /* 1: the caller and primary workers poll a while before blocking */
+    int n_primary;               /* workers 1..n_primary are primary: min(n_threads, CPUs) - 1 */
     er_pool_worker *workers;     /* n_threads - 1, in the arena */
     /* fn/ctx are plain fields: written by the caller before the increment of
      * gen that opens a dispatch, read by a worker only while it holds a
@@ -51,13 +58,14 @@ typedef struct er_pool {
     /* Separate cache lines: joined workers update `active` while idle ones
      * poll gen. gen is odd while a dispatch is open, even when closed. */
     _Alignas(64) atomic_uint gen;
-    atomic_int n_sleeping;       /* workers blocked (or about to block) on cv_start */
+    atomic_int n_sleeping;       /* primary workers blocked (or about to block) on cv_start */
+    atomic_int n_sleeping_extra; /* extra workers blocked (or about to block) on cv_extra */
     atomic_int quit;
     _Alignas(64) atomic_int active;  /* workers inside fn (or checking whether they may enter) */
     atomic_int finished;         /* workers that ran fn in the current dispatch */
     atomic_int caller_sleeping;  /* the caller is blocked (or about to block) on cv_done */
     _Alignas(64) pthread_mutex_t mu;
-    pthread_cond_t cv_start, cv_done;
+    pthread_cond_t cv_start, cv_extra, cv_done;
 } er_pool;
 
 /* Arena bytes er_pool_start takes for n_threads. */

@@ -38,6 +38,8 @@ def register(sub):
     p.add_argument("--json", action="store_true", help="print one JSON object (output and stats)")
     p.add_argument("--stats", action="store_true", help="print a timing summary line on stderr")
     add_model_options(p)
+    p.add_argument("--config", metavar="YAML", help="device configuration (edgerun.yaml): the model, threads, "
+                   "core pinning, arena budget and sampling defaults; then give only the PROMPT")
     p.set_defaults(func=main)
 
 
@@ -58,6 +60,10 @@ def stats_line(st):
 
 def main(args):
     from ..model import Model
+    cfg = None
+    if getattr(args, "config", None):
+        from ..device_config import apply_to_run_args
+        cfg = apply_to_run_args(args.config, args)
     path, prompt = _split(args)
     if args.ids:
         try:
@@ -71,7 +77,12 @@ def main(args):
         gen_kw.update(stop=args.stop or None, add_special=not args.no_special)
     elif args.stop:
         raise ValueError("--stop needs a text prompt; drop --ids")
-    with Model(path, **model_kwargs(args)) as m:
+    if cfg is not None:
+        from ..device_config import open_model
+        opened = open_model(cfg)
+    else:
+        opened = Model(path, **model_kwargs(args))
+    with opened as m:
         if args.json:
             out = m.generate(prompt, **gen_kw)
             st = m.stats()
