@@ -194,10 +194,10 @@ demo-native: build
 # same command per board.
 BOARDS ?= rpi5 armv9-sve2
 test-boards: setup
-	@for b in $(BOARDS); do \
+	@status=0; for b in $(BOARDS); do \
 	  echo "== edgerun test --board $$b"; \
-	  PYTHONPATH=$(ROOT)/pybind $(PY) -m edgerun test --board $$b || exit 1; \
-	done
+	  PYTHONPATH=$(ROOT)/pybind $(PY) -m edgerun test --board $$b || status=1; \
+	done; exit $$status
 
 $(BENCH_DIR)/llama15m-%.gguf: scripts/make_bench_model.py
 	$(PY) scripts/make_bench_model.py $@ --type $*

@@ -205,7 +205,14 @@ static void caller_wait(er_pool *p, int (*pred)(er_pool *)) {
         if (pred(p)) return;
     } while (keep_polling(p, &st));
     pthread_mutex_lock(&p->mu);
-    atomic_store(&p->caller_sleeping, 1);
+    /* An exchange, not a store: this is the store-then-load half of a Dekker
+     * pair with the worker's RMW-then-load. C11 orders a seq_cst store before
+     * the following seq_cst load, and real Arm cores do (STLR;LDAR), but
+     * qemu-user translates STLR/LDAR without a store-load fence, so on an x86
+     * host the load could pass the store and the wake-up be lost (seen as a
+     * hang of the pool tests under qemu). A read-modify-write is a full fence
+     * everywhere. */
+    atomic_exchange(&p->caller_sleeping, 1);
     while (!pred(p)) pthread_cond_wait(&p->cv_done, &p->mu);
     atomic_store(&p->caller_sleeping, 0);
     pthread_mutex_unlock(&p->mu);
