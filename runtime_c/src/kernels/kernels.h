@@ -87,6 +87,18 @@ int er_wtype_from_ggml(uint32_t ggml_type);
 /* How activations must be prepared for a weight type's dot product. */
 enum er_act_kind { ER_ACT_F32 = 0, ER_ACT_Q8_0 = 1, ER_ACT_Q8_K = 2, ER_ACT_COUNT };
 
+/* Activation format each weight type's dot product takes. It is a property of
+ * the block format, not of the ISA, so every table uses this one list. */
+#define ER_ACT_KINDS \
+    { [ER_W_F32] = ER_ACT_F32, \
+      [ER_W_F16] = ER_ACT_F32, \
+      [ER_W_BF16] = ER_ACT_F32, \
+      [ER_W_Q8_0] = ER_ACT_Q8_0, \
+      [ER_W_Q4_0] = ER_ACT_Q8_0, \
+      [ER_W_Q4_K] = ER_ACT_Q8_K, \
+      [ER_W_Q5_K] = ER_ACT_Q8_K, \
+      [ER_W_Q6_K] = ER_ACT_Q8_K }
+
 /*
  * Matrix product Y[b][r] = dot(W row r, X row b) for rows r in [r0, r1) and
  * batch rows b in [0, m). X rows are already in the weight type's activation

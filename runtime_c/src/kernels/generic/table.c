@@ -6,16 +6,7 @@
 
 static const er_kernels k_generic = {
     .name = "generic",
-    .act_kind = {
-        [ER_W_F32] = ER_ACT_F32,
-        [ER_W_F16] = ER_ACT_F32,
-        [ER_W_BF16] = ER_ACT_F32,
-        [ER_W_Q8_0] = ER_ACT_Q8_0,
-        [ER_W_Q4_0] = ER_ACT_Q8_0,
-        [ER_W_Q4_K] = ER_ACT_Q8_K,
-        [ER_W_Q5_K] = ER_ACT_Q8_K,
-        [ER_W_Q6_K] = ER_ACT_Q8_K,
-    },
+    .act_kind = ER_ACT_KINDS,
     .vec_dot = {
         [ER_W_F32] = er_gen_dot_f32,
         [ER_W_F16] = er_gen_dot_f16,

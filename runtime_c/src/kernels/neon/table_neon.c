@@ -11,9 +11,7 @@
 #define NEON_TABLE(tname, p)                                                                                       \
     {                                                                                                              \
         .name = tname,                                                                                             \
-        .act_kind = {[ER_W_F32] = ER_ACT_F32, [ER_W_F16] = ER_ACT_F32, [ER_W_BF16] = ER_ACT_F32,                   \
-                     [ER_W_Q8_0] = ER_ACT_Q8_0, [ER_W_Q4_0] = ER_ACT_Q8_0, [ER_W_Q4_K] = ER_ACT_Q8_K,              \
-                     [ER_W_Q5_K] = ER_ACT_Q8_K, [ER_W_Q6_K] = ER_ACT_Q8_K},                                        \
+        .act_kind = ER_ACT_KINDS,                                                                           \
         .vec_dot = {[ER_W_F32] = er_neon_dot_f32, [ER_W_F16] = er_neon_dot_f16, [ER_W_BF16] = er_neon_dot_bf16,    \
                     [ER_W_Q8_0] = p##_dot_q8_0, [ER_W_Q4_0] = p##_dot_q4_0, [ER_W_Q4_K] = p##_dot_q4_k,            \
                     [ER_W_Q5_K] = p##_dot_q5_k, [ER_W_Q6_K] = p##_dot_q6_k},                                       \
