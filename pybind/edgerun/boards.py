@@ -97,6 +97,25 @@ class Board:
         self.latency = data["latency"]
         self.cores = data["cores"]
 
+    def cpus(self, cluster="big"):
+        """CPU numbers of a core cluster ("big" or "little") as the board file
+        lists them (cores.<cluster>.cpus), for Model(cpu_mask=...). A board
+        with one cluster only numbers it 0..count-1. A big.LITTLE board without
+        the list raises BoardError: guessing the numbering would pin to the
+        wrong cluster, which is worse than no pinning."""
+        if cluster not in ("big", "little"):
+            raise BoardError(f"{self.path}: unknown core cluster '{cluster}' (expected big or little)")
+        cl = self.cores.get(cluster) or {}
+        if not cl.get("count"):
+            raise BoardError(f"{self.path}: board '{self.name}' has no {cluster} cores")
+        other = self.cores.get("little" if cluster == "big" else "big") or {}
+        if cl.get("cpus") is None and not other.get("count"):
+            return list(range(cl["count"]))
+        if cl.get("cpus") is None:
+            raise BoardError(f"{self.path}: cores.{cluster}.cpus is not listed for board '{self.name}'; "
+                             f"add the CPU numbers (see /sys/devices/system/cpu/cpu*/cpu_capacity on the device)")
+        return list(cl["cpus"])
+
     @property
     def is_native(self):
         return self.toolchain == TOOLCHAIN_NATIVE

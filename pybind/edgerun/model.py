@@ -40,12 +40,36 @@ def aligned_buffer(nbytes):
     return raw[off:off + nbytes]
 
 
+def cpu_mask_of(cpus):
+    """er_options.cpu_mask for `cpus`: None/0/[] (no pinning), an int bit mask,
+    or CPU numbers (iterable of ints, e.g. a board's big cores: boards.load(
+    "rk3588").cpus("big")). Numbers must be in [0, 63]: the mask is 64 bits."""
+    if cpus is None:
+        return 0
+    if isinstance(cpus, (int, np.integer)) and not isinstance(cpus, bool):
+        if cpus < 0 or cpus >= 1 << 64:
+            raise errors.InvalidArgumentError(f"cpu_mask must be a 64-bit mask >= 0, got {cpus!r}", -1)
+        return int(cpus)
+    try:
+        ids = list(cpus)
+    except TypeError:
+        raise errors.InvalidArgumentError(
+            f"cpu_mask must be an int bit mask or CPU numbers, got {cpus!r}", -1) from None
+    mask = 0
+    for c in ids:
+        if not isinstance(c, (int, np.integer)) or isinstance(c, bool) or not 0 <= c < 64:
+            raise errors.InvalidArgumentError(f"cpu_mask: CPU numbers must be integers in [0, 63], got {c!r}", -1)
+        mask |= 1 << int(c)
+    return mask
+
+
 def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=None, arena=None,
-             trace_events=0):
+             trace_events=0, cpu_mask=None):
     """(er_options*, objects that must stay alive while the options are in use)."""
     opts = ffi.new("er_options *")
     check(lib.er_options_default(opts))
     keep = [opts]
+    opts.cpu_mask = cpu_mask_of(cpu_mask)
     for name, v, top in (("n_ctx", n_ctx, 2**31 - 1), ("n_threads", n_threads, 2**31 - 1),
                          ("n_batch", n_batch, 2**31 - 1), ("n_sessions", n_sessions, 2**31 - 1),
                          ("trace_events", trace_events, MAX_TRACE_EVENTS)):
@@ -110,14 +134,18 @@ class Model:
     """An opened GGUF model. Use as a context manager or call close().
 
     trace_events > 0 plans a ring of that many op timings in the arena and
-    records into it from open (see trace()); 0 costs nothing."""
+    records into it from open (see trace()); 0 costs nothing. cpu_mask pins
+    the worker threads (not the calling thread, which takes part in every
+    step: pin it yourself with os.sched_setaffinity) to CPUs given as a bit
+    mask or CPU numbers, e.g. a board's big cores: Board.cpus("big")."""
 
     def __init__(self, path=None, n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32",
-                 isa=None, arena=None, trace_events=0):
+                 isa=None, arena=None, trace_events=0, cpu_mask=None):
         self._ptr = None
         self._sessions = set()
         self.path = _path_arg(path)
-        opts, self._keep = _options(n_ctx, n_threads, n_batch, n_sessions, kv_type, isa, arena, trace_events)
+        opts, self._keep = _options(n_ctx, n_threads, n_batch, n_sessions, kv_type, isa, arena, trace_events,
+                                    cpu_mask)
         self.trace_events = int(trace_events)
         out = ffi.new("er_model **")
         check(lib.er_model_open(str(self.path).encode(), opts, out))

@@ -33,11 +33,47 @@ def add_model_options(p, isa_flag="--isa"):
     g.add_argument("--kv-type", choices=("f32", "f16"), default="f32", help="KV cache element type")
     g.add_argument(isa_flag, dest="isa", default=None, metavar="NAME",
                    help="force a kernel table (generic, avx2, neon, ...)")
+    g.add_argument("--pin", default=None, metavar="CPUS",
+                   help="pin the worker threads and this process to CPUs: a list such as 4-7 or 0,2, "
+                        "or a board's cluster such as rk3588:big")
+
+
+def parse_pin(spec):
+    """CPU numbers for --pin: "4-7", "0,2,5-6" or "BOARD:big|little" (the
+    cluster's CPUs from boards/BOARD.yaml). ValueError says what is wrong."""
+    if ":" in spec:
+        from ..boards import load
+        board, cluster = spec.split(":", 1)
+        return load(board).cpus(cluster)
+    cpus = []
+    for part in spec.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            a, b = int(lo), int(hi) if sep else int(lo)
+        except ValueError:
+            raise ValueError(f"--pin {spec!r}: expected CPU numbers like 4-7 or 0,2, or BOARD:big") from None
+        if a < 0 or b < a or b > 63:
+            raise ValueError(f"--pin {spec!r}: '{part}' is not a range of CPUs within 0-63")
+        cpus.extend(range(a, b + 1))
+    return cpus
+
+
+def apply_pin(args):
+    """Pins this process (the calling thread takes part in every step) and
+    returns the CPU list for Model(cpu_mask=...), or None without --pin."""
+    if not getattr(args, "pin", None):
+        return None
+    cpus = parse_pin(args.pin)
+    try:
+        os.sched_setaffinity(0, set(cpus))
+    except (AttributeError, OSError) as e:
+        raise ValueError(f"--pin {args.pin}: cannot run on CPUs {cpus} here: {e}") from None
+    return cpus
 
 
 def model_kwargs(args):
     return {"n_ctx": args.ctx, "n_threads": args.threads, "n_batch": args.batch,
-            "kv_type": args.kv_type, "isa": args.isa}
+            "kv_type": args.kv_type, "isa": args.isa, "cpu_mask": apply_pin(args)}
 
 
 def formatter():
