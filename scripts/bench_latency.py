@@ -20,6 +20,16 @@
    request then also pays for reading the weights from storage, unless open
    did (see docs/PERFORMANCE.md).
 
+3. Machine jitter, measured beside the tokens: after each timed token the
+   same fixed piece of work that never touches the runtime (--reference: a
+   float sum over an L2-resident buffer, repeated to take about half a
+   token's time) is timed the same way. Its p99/p50 is the floor this machine
+   can show in that minute (a VM's steal time and frequency changes slow
+   both alike); and because each reference sample sits next to a token, the
+   report counts how many slow tokens (> 1.3 x p50) had a slow neighbour
+   reference too: near 100% means the machine, not the runtime, made them
+   slow.
+
 Python's garbage collector is off while timing: its pauses are not the runtime's.
 """
 import argparse
@@ -50,7 +60,35 @@ def prompt_ids(m, n=8):
     return [1 + (7 * i) % (m.n_vocab - 1) for i in range(n)]
 
 
-def token_latencies(m, n_tokens, window):
+def make_reference(target_us):
+    """A fixed piece of CPU work independent of the runtime, sized once to take
+    about target_us: repeated sums over a 64 KiB buffer (in L2 on every CPU we
+    run on, so it measures the core's speed, not memory contention)."""
+    import numpy as np
+    buf = np.random.default_rng(0).random(16384, dtype=np.float32)
+
+    def work(reps):
+        acc = 0.0
+        for _ in range(reps):
+            acc += float(buf.sum())
+        return acc
+
+    reps, clock = 1, time.perf_counter_ns
+    while True:
+        t0 = clock()
+        work(reps)
+        dt = (clock() - t0) / 1e3
+        if dt >= target_us or reps > 1 << 20:
+            break
+        reps *= 2
+    reps = max(1, int(reps * target_us / max(dt, 1e-3)))
+    return lambda: work(reps)
+
+
+def token_latencies(m, n_tokens, window, reference=None):
+    """(per-token microseconds, the position each token was decoded at, and
+    with `reference` the reference work's microseconds timed right after
+    each token, else [])."""
     ptr_out = ffi.new("er_session **")
     check(lib.er_session_new(m._ptr, ptr_out))
     s = ptr_out[0]
@@ -59,7 +97,7 @@ def token_latencies(m, n_tokens, window):
     one = ffi.new("int32_t[1]")
     tok = ffi.new("int32_t *")
     window = min(window, m.n_ctx)
-    lat = []
+    lat, at, ref = [], [], []
     clock = time.perf_counter_ns
     try:
         while len(lat) < n_tokens:
@@ -68,6 +106,7 @@ def token_latencies(m, n_tokens, window):
             check(lib.er_sample(s, ffi.NULL, tok))
             while lib.er_session_pos(s) < window and len(lat) < n_tokens:
                 one[0] = tok[0]
+                at.append(lib.er_session_pos(s))
                 t0 = clock()
                 rc = lib.er_decode(s, one, 1, ffi.NULL)
                 rc2 = lib.er_sample(s, ffi.NULL, tok) if rc == 0 else 0
@@ -75,9 +114,44 @@ def token_latencies(m, n_tokens, window):
                 check(rc)
                 check(rc2)
                 lat.append((t1 - t0) / 1e3)
+                if reference:
+                    t0 = clock()
+                    reference()
+                    ref.append((clock() - t0) / 1e3)
     finally:
         lib.er_session_free(s)
-    return lat
+    return lat, at, ref
+
+
+def by_position(lat, at, width=32):
+    """Splits the spread into what the context length explains and the rest.
+    Decode cost grows with the position (attention reads every cached row:
+    on a 15M model the KV rows at position 256 are a fifth of the weight
+    bytes), so raw p99/p50 over a window mixes that deterministic growth with
+    jitter. Each token is divided by the median of its position bucket
+    (`width` positions); the p99/p50 of those ratios is the jitter alone."""
+    buckets = {}
+    for x, p in zip(lat, at):
+        buckets.setdefault(p // width, []).append(x)
+    med = {k: statistics.median(v) for k, v in buckets.items()}
+    norm = [x / med[p // width] for x, p in zip(lat, at)]
+    first, last = min(med), max(med)
+    return {"bucket_positions": width, "growth_last_over_first": med[last] / med[first],
+            "first_bucket_p50_us": med[first], "last_bucket_p50_us": med[last],
+            "jitter_p99_over_p50": pct(norm, 99) / pct(norm, 50), "jitter_p90_over_p50": pct(norm, 90) / pct(norm, 50)}
+
+
+def jitter_report(lat, ref, slow=1.3):
+    """The reference's spread, and how often a slow token sits next to a slow
+    reference sample (the one just before or just after it)."""
+    p50, r50 = pct(lat, 50), pct(ref, 50)
+    slow_tok = [i for i, x in enumerate(lat) if x > slow * p50]
+    slow_ref = {i for i, x in enumerate(ref) if x > slow * r50}
+    near = sum(1 for i in slow_tok if i in slow_ref or i - 1 in slow_ref)
+    frac_ref = len(slow_ref) / len(ref)
+    return {"p50": r50, "p99": pct(ref, 99), "p99_over_p50": pct(ref, 99) / r50, "slow_tokens": len(slow_tok),
+            "slow_tokens_with_slow_reference": near,
+            "expected_by_chance": len(slow_tok) * (1 - (1 - frac_ref) ** 2)}
 
 
 def request_time(m, prompt, n_new):
@@ -136,6 +210,8 @@ def main(argv=None):
     ap.add_argument("--requests", type=int, default=100, help="steady requests after the first (default 100)")
     ap.add_argument("--request-tokens", type=int, default=16, help="tokens per request (default 16)")
     ap.add_argument("--cold", action="store_true", help="evict the model from the page cache before each open")
+    ap.add_argument("--no-reference", dest="reference", action="store_false",
+                    help="skip the machine-jitter reference timed beside each token")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     a = ap.parse_args(argv)
 
@@ -145,8 +221,9 @@ def main(argv=None):
     gc.disable()
     try:
         with edgerun.Model(path, **opts) as m:
-            token_latencies(m, min(100, a.tokens), a.window)          # warm the model first
-            lat = token_latencies(m, a.tokens, a.window)
+            warm = token_latencies(m, min(100, a.tokens), a.window)[0]   # warm the model first
+            reference = make_reference(statistics.median(warm) / 2) if a.reference else None
+            lat, at, ref = token_latencies(m, a.tokens, a.window, reference)
             isa = m.isa
         firsts, steady, open_us = first_vs_steady(path, opts, a.opens, a.requests, a.request_tokens, a.cold)
     finally:
@@ -160,10 +237,12 @@ def main(argv=None):
         "model": str(path), "isa": isa, "threads": a.threads, "tokens": len(lat), "window": a.window,
         "token_us": {"p50": p50, "p90": p90, "p99": p99, "max": mx, "mean": statistics.fmean(lat)},
         "p99_over_p50": p99 / p50,
+        "by_position": by_position(lat, at),
         "request": {"tokens": a.request_tokens, "first_us": firsts, "first_median_us": first,
                     "steady_p50_us": s50, "steady_p99_us": s99, "cold": a.cold,
                     "open_median_us": statistics.median(open_us)},
         "first_over_p99": first / s99, "first_over_p50": first / s50,
+        "machine_reference": jitter_report(lat, ref) if a.reference else None,
         "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
     if a.json:
@@ -173,6 +252,17 @@ def main(argv=None):
           f"load {res['load_avg_1m']:.2f} on {res['cpus']} CPUs")
     print(f"per-token latency over {len(lat)} tokens (us): p50 {p50:.1f}  p90 {p90:.1f}  p99 {p99:.1f}  "
           f"max {mx:.1f}   p99/p50 {p99 / p50:.2f} (target <= 1.3 idle)")
+    bp = res["by_position"]
+    print(f"  of which the context length: p50 {bp['first_bucket_p50_us']:.1f} us at the window's first "
+          f"{bp['bucket_positions']} positions, {bp['last_bucket_p50_us']:.1f} at its last "
+          f"({bp['growth_last_over_first']:.2f}x); jitter at equal positions: p99/p50 "
+          f"{bp['jitter_p99_over_p50']:.2f}, p90/p50 {bp['jitter_p90_over_p50']:.2f}")
+    if a.reference:
+        r = res["machine_reference"]
+        print(f"machine jitter beside them: fixed reference work p50 {r['p50']:.1f} us  p99 {r['p99']:.1f}  "
+              f"p99/p50 {r['p99_over_p50']:.2f}; slow tokens (> 1.3 x p50): {r['slow_tokens']}, of which "
+              f"{r['slow_tokens_with_slow_reference']} next to a slow reference "
+              f"(chance alone: {r['expected_by_chance']:.1f})")
     print(f"request of {a.request_tokens} tokens (us): first after open {first:.0f} (median of {a.opens}: "
           + ", ".join(f"{x:.0f}" for x in firsts) + f"), steady p50 {s50:.0f} p99 {s99:.0f}   "
           f"first/p99 {first / s99:.2f} (target <= 2), first/p50 {first / s50:.2f}")
