@@ -3,9 +3,9 @@
  * interleaved layout (er_kernels.repack_rows / repack / matmul_repacked),
  * in the arena's persistent "repacked" section.
  *
- * Only where a table has a layout that pays (today: AVX2 Q4_0, 8 rows; see
- * kernels/x86/repack_avx2.c for the measurements, and for why Q8_0 is not
- * repacked). The mapped file is never written: the copy goes to the arena,
+ * Only where a table has a layout that pays (today: AVX2 Q8_0, Q4_0 and
+ * Q4_K, 8 rows each; the measurements are in kernels/x86/repack_*.c). The
+ * mapped file is never written: the copy goes to the arena,
  * and the source pages are then released from this process (madvise
  * MADV_DONTNEED on the read-only file mapping: they stay in the page cache
  * and fault back in if the embedding look-up of a tied matrix needs them),
@@ -33,7 +33,9 @@ static int enabled(void) {
 static int rows_for(const er_kernels *k, int wt, uint64_t n_in, uint64_t n_out) {
     if (wt < 0 || wt >= ER_W_COUNT || !k->repack[wt] || !k->matmul_repacked[wt]) return 0;
     int r = k->repack_rows[wt];
-    return r > 0 && n_out % (uint64_t)r == 0 && n_in % ER_QK4_0 == 0 ? r : 0;
+    /* whole blocks per row: the layouts interleave blocks, never split one */
+    const uint64_t blk = wt >= ER_W_Q4_K ? ER_QK_K : ER_QK4_0;
+    return r > 0 && n_out % (uint64_t)r == 0 && n_in % blk == 0 ? r : 0;
 }
 
 /* The matrices the forward pass multiplies with: per layer the seven

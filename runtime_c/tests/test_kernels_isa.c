@@ -420,9 +420,11 @@ static void check_attention(const er_kernels *k, const er_kernels *g) {
         vh[i] = er_f32_to_f16(vf[i]);
     }
     int bad = 0;
-    static const int hds[] = {64, 80, 128}, nkv[] = {1, 2, 9, 37};
+    /* 80: a blocked head with a 2-vector remainder; 20: not a multiple of 8.
+     * n_kv 9 and 37: blocks of 8 positions plus a tail */
+    static const int hds[] = {64, 80, 128, 20}, nkv[] = {1, 2, 9, 37};
     for (int kv = 0; kv < 2; kv++)
-        for (int a = 0; a < 3; a++)
+        for (int a = 0; a < 4; a++)
             for (int b = 0; b < 4; b++) {
                 const int hd = hds[a];
                 for (int i = 0; i < hd; i++) q[i] = rnd_f() * 2;

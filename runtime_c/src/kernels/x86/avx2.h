@@ -64,8 +64,13 @@ void er_avx2_matmul_q6_k(const er_matmul_args *a);
 
 void er_avx2_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx2_matmul_q4_0x8(const er_matmul_args *a);
+void er_avx2_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_matmul_q4_kx8(const er_matmul_args *a);
+void er_avx2_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_matmul_q8_0x8(const er_matmul_args *a);
 
 void er_avx2_quantize_row_q8_0(const float *x, void *dst, int n);
+void er_avx2_quantize_row_q8_k(const float *x, void *dst, int n);
 void er_avx2_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void er_avx2_softmax(float *x, int n);
 void er_avx2_silu_mul(float *g, const float *u, int n);

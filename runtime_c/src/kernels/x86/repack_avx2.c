@@ -20,12 +20,8 @@
  * streaming from DRAM (row-wise Q4_0 decode was compute-bound), prefill
  * tiles of 4 activation rows 32 -> 55 GMAC/s.
  *
- * Q8_0 is NOT repacked: its signed weights need the sign trick per group
- * (abs once, sign per activation broadcast) and each group's int16 pair sums
- * (up to 2 * 127 * 127) must widen alone, ~60 ops per 8-row block; measured
- * the same streaming speed (+2..7%), +12% prefill but -30% decode from
- * cache against the row-wise kernel — not a clear win, so the file layout
- * is used as is.
+ * Q8_0 has its own 8-row layout (repack_q8_0_avx2.c); Q4_K too
+ * (repack_q4_k_avx2.c).
  *
  * Arithmetic: each block's int32 sum per row is exact (maddubs of the
  * unsigned nibbles, int16 sums of 8 groups <= 8 * 2 * 15 * 127 = 30480, then

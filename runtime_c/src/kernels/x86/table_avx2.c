@@ -41,7 +41,7 @@ static const er_kernels k_avx2 = {
         [ER_W_Q6_K] = er_gen_dequant_q6_k,
     },
     .quantize_row_q8_0 = er_avx2_quantize_row_q8_0,
-    .quantize_row_q8_k = er_gen_quantize_row_q8_k,
+    .quantize_row_q8_k = er_avx2_quantize_row_q8_k,
     .rmsnorm = er_avx2_rmsnorm,
     .rope = er_gen_rope,
     .softmax = er_avx2_softmax,
@@ -50,10 +50,11 @@ static const er_kernels k_avx2 = {
     .attention = er_avx2_attention,
     .f32_to_f16 = er_avx2_f32_to_f16,
     .f16_to_f32 = er_avx2_f16_to_f32,
-    /* Q4_0 only: why Q8_0 keeps the file layout is in repack_avx2.c */
-    .repack_rows = {[ER_W_Q4_0] = 8},
-    .repack = {[ER_W_Q4_0] = er_avx2_repack_q4_0},
-    .matmul_repacked = {[ER_W_Q4_0] = er_avx2_matmul_q4_0x8},
+    /* 8-row interleaved layouts: kernels/x86/repack_*.c say why each pays */
+    .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = 8, [ER_W_Q4_K] = 8},
+    .repack = {[ER_W_Q8_0] = er_avx2_repack_q8_0, [ER_W_Q4_0] = er_avx2_repack_q4_0, [ER_W_Q4_K] = er_avx2_repack_q4_k},
+    .matmul_repacked = {[ER_W_Q8_0] = er_avx2_matmul_q8_0x8, [ER_W_Q4_0] = er_avx2_matmul_q4_0x8,
+                        [ER_W_Q4_K] = er_avx2_matmul_q4_kx8},
 };
 
 const er_kernels *er_kernels_avx2(void) { return &k_avx2; }
