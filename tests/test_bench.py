@@ -60,7 +60,9 @@ def test_edgerun_figures(report):
     ours = [r for r in rep["results"] if r["engine"] == "edgerun"]
     assert [r["threads"] for r in ours] == [1, 2]
     import edgerun
-    with edgerun.Model(MODEL, n_threads=1, n_batch=64) as m:
+    # the bench runs both engines with an F16 KV cache (llama.cpp's default)
+    assert rep["kv_type"] == "f16"
+    with edgerun.Model(MODEL, n_threads=1, n_batch=64, kv_type="f16") as m:
         arena = m.plan()["total_bytes"]
     for r in ours:
         assert "error" not in r, r

@@ -83,7 +83,7 @@ def _worker_edgerun(a):
 
     base = rss_bytes()
     t0 = time.perf_counter()
-    m = Model(a.model, n_ctx=a.ctx, n_threads=a.threads, n_batch=a.batch)
+    m = Model(a.model, n_ctx=a.ctx, n_threads=a.threads, n_batch=a.batch, kv_type=a.kv_type)
     open_ms = (time.perf_counter() - t0) * 1e3
     p, g = fit_to_context(m.n_ctx, a.prompt_tokens, a.gen_tokens)
     ids = prompt_ids(m.n_vocab, p)
@@ -124,6 +124,7 @@ def _worker_llama(a):
     t0 = time.perf_counter()
     llm = llama_cpp.Llama(model_path=a.model, n_ctx=a.ctx, n_batch=a.batch, n_ubatch=a.batch,
                           n_threads=a.threads, n_threads_batch=a.threads, logits_all=False,
+                          type_k=GGML_KV_TYPES[a.kv_type], type_v=GGML_KV_TYPES[a.kv_type],
                           verbose=False)
     open_ms = (time.perf_counter() - t0) * 1e3
     n_vocab = llm.n_vocab()
@@ -188,6 +189,7 @@ def _worker_main(argv):
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--kv-type", choices=tuple(GGML_KV_TYPES), default="f16")
     a = ap.parse_args(argv)
     fn = _worker_edgerun if a.worker == "edgerun" else _worker_llama
     print(json.dumps(fn(a)))
@@ -195,17 +197,24 @@ def _worker_main(argv):
 
 
 # --------------------------------------------------------------------------- driver
+# The KV cache type both engines use: llama.cpp's default is F16 (ggml type
+# 1), so the bench runs edgerun with F16 too; comparing F32 against F16
+# would charge edgerun twice the attention bytes per token.
+GGML_KV_TYPES = {"f32": 0, "f16": 1}
+
+
 def llama_cpp_available():
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def _run_worker(engine, model, threads, batch, ctx, prompt_tokens, gen_tokens, repeat, timeout):
+def _run_worker(engine, model, threads, batch, ctx, prompt_tokens, gen_tokens, repeat, timeout, kv_type="f16"):
     pkg_parent = str(pathlib.Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cmd = [sys.executable, "-m", "edgerun.bench", "--worker", engine, "--model", str(model),
            "--threads", str(threads), "--batch", str(batch), "--ctx", str(ctx),
-           "--prompt-tokens", str(prompt_tokens), "--gen-tokens", str(gen_tokens), "--repeat", str(repeat)]
+           "--prompt-tokens", str(prompt_tokens), "--gen-tokens", str(gen_tokens), "--repeat", str(repeat),
+           "--kv-type", kv_type]
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -218,7 +227,7 @@ def _run_worker(engine, model, threads, batch, ctx, prompt_tokens, gen_tokens, r
 
 
 def run(model, threads=(1,), prompt_tokens=64, gen_tokens=128, batch=64, ctx=0, repeat=1,
-        peer=True, timeout=900):
+        peer=True, timeout=900, kv_type="f16"):
     """Runs every engine at every thread count; returns a JSON-ready dict."""
     model = pathlib.Path(model)
     if not model.is_file():
@@ -226,14 +235,14 @@ def run(model, threads=(1,), prompt_tokens=64, gen_tokens=128, batch=64, ctx=0, 
     llama = peer and llama_cpp_available()
     results = []
     for t in threads:
-        r = _run_worker("edgerun", model, t, batch, ctx, prompt_tokens, gen_tokens, repeat, timeout)
+        r = _run_worker("edgerun", model, t, batch, ctx, prompt_tokens, gen_tokens, repeat, timeout, kv_type)
         results.append(r)
         if llama:
             # The peer gets edgerun's context and workload, so both do the same work.
             c = r.get("n_ctx", ctx) or ctx
             pt = r.get("prompt_tokens", prompt_tokens)
             gt = r.get("gen_tokens", gen_tokens)
-            results.append(_run_worker("llama.cpp", model, t, batch, c, pt, gt, repeat, timeout))
+            results.append(_run_worker("llama.cpp", model, t, batch, c, pt, gt, repeat, timeout, kv_type))
     if not peer:
         peer_status = "not run (--no-peer)"
     elif llama:
@@ -241,7 +250,7 @@ def run(model, threads=(1,), prompt_tokens=64, gen_tokens=128, batch=64, ctx=0, 
     else:
         peer_status = LLAMA_MISSING
     return {"model": str(model), "file_bytes": model.stat().st_size, "prompt_tokens": prompt_tokens,
-            "gen_tokens": gen_tokens, "batch": batch, "repeat": repeat, "llama_cpp": peer_status,
+            "gen_tokens": gen_tokens, "batch": batch, "repeat": repeat, "kv_type": kv_type, "llama_cpp": peer_status,
             "results": results}
 
 
@@ -386,7 +395,7 @@ def machine_info():
 
 
 def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3, prompt_tokens=64,
-           gen_tokens=128, peer=True, timeout=900, log=None):
+           gen_tokens=128, peer=True, timeout=900, log=None, kv_type="f16"):
     """Both engines over shapes x types x threads on seeded benchmark models,
     with the read bandwidth measured in the same run. Returns a JSON-ready dict."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -406,7 +415,8 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3,
             wbytes = weight_bytes_per_token(path)
             for t in threads:
                 for engine in engines:
-                    r = _run_worker(engine, path, t, 64, MATRIX_CTX, prompt_tokens, gen_tokens, repeat, timeout)
+                    r = _run_worker(engine, path, t, 64, MATRIX_CTX, prompt_tokens, gen_tokens, repeat, timeout,
+                                    kv_type)
                     r.update(shape=shape, type=wt, model=str(path), weight_bytes_per_token=wbytes,
                              bandwidth_gb_per_s=bw[t])
                     if "error" not in r:
@@ -437,7 +447,7 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3,
             "load_avg_after": list(os.getloadavg()), "bandwidth_gb_per_s": {str(k): v for k, v in bw.items()},
             "bandwidth_before_after": {str(k): [bw_before[k], bw_after.get(k)] for k in bw},
             "bandwidth_probe": probe, "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens,
-            "repeat": repeat, "ctx": MATRIX_CTX, "llama_cpp": peer_status, "results": rows}
+            "repeat": repeat, "ctx": MATRIX_CTX, "kv_type": kv_type, "llama_cpp": peer_status, "results": rows}
 
 
 def _find(rows, shape, wt, t, engine):
@@ -471,7 +481,8 @@ def format_markdown(rep, plot_name=None):
         f"* read bandwidth measured in the same run, before and after the engines, the higher kept: {bw} "
         f"({rep['bandwidth_probe']})",
         f"* workload: {rep['prompt_tokens']}-token prompt (prefill, one batch of 64), then {rep['gen_tokens']} "
-        f"greedy decode steps; context {rep['ctx']}; each engine in its own process; "
+        f"greedy decode steps; context {rep['ctx']}; KV cache {rep.get('kv_type', 'f32').upper()} in both engines "
+        f"(llama.cpp's default); each engine in its own process; "
         f"median of {rep['repeat']} runs, [min-max] beside it",
         f"* peer: llama.cpp through llama-cpp-python ({rep['llama_cpp']}), same GGUF files, same thread counts",
         f"* models: seeded random weights, shapes of the stories Llamas (15M: dim 288, 6 layers; 110M: dim 768,"
