@@ -18,6 +18,8 @@
 #   make sysroot BOARD=rpi5             the board's aarch64 Python (python3 + cffi + numpy) in build/sysroot/
 #   make test-device-python BOARD=rpi5  examples/device/*.py with that Python under qemu
 #   make build       just build/native (libedgerun.so, edgerun-cli, C tests)
+#   make build-cuda  build/cuda with the CUDA backend (-Dcuda=enabled; needs nvcc)
+#   make gpu-check   on a GPU machine: CUDA build, C + pytest GPU tests, benchmark (scripts/gpu_check.sh)
 #   make clean       remove build/ (keeps .venv); `make distclean` removes .venv too
 
 SHELL := /bin/bash
@@ -98,6 +100,31 @@ clang-check: setup
 test: build clang-check
 	$(MESON) test -C $(NATIVE) --print-errorlogs
 	$(call PYENV,$(NATIVE)) $(PY) -m pytest $(PYTEST_ARGS)
+	@if [ -n "$(NVCC)" ]; then $(MAKE) --no-print-directory test-cuda; \
+	else echo "test: nvcc not found, CUDA build checks skipped (install the CUDA toolkit to run them)"; fi
+
+# The CUDA backend where nvcc exists but no GPU need: build/cuda compiles and
+# links (the first build takes ~2.5 min on 2 cores, then it is incremental),
+# its CUDA C tests run (the GPU ones skip without a device), and tests/test_cuda.py
+# checks the device code (sm_87, sm_90, compute_90 PTX) and the no-GPU errors.
+# setup.sh does not install CUDA: get the toolkit from NVIDIA's repositories
+# (cuda-toolkit-13-0) or a JetPack for Jetson.
+NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_BUILD := build/cuda
+.PHONY: build-cuda test-cuda gpu-check
+build-cuda: setup
+	@[ -n "$(NVCC)" ] || { echo "build-cuda: nvcc not found; install the CUDA toolkit (13.x)"; exit 1; }
+	PATH=$(dir $(NVCC)):$$PATH; $(call configure,$(CUDA_BUILD),gcc,$(MESON_OPTS) -Dcuda=enabled)
+	PATH=$(dir $(NVCC)):$$PATH ninja -C $(CUDA_BUILD)
+
+# (tests/test_cuda.py runs in the pytest step of `make test` and reuses build/cuda)
+test-cuda: build-cuda
+	$(MESON) test -C $(CUDA_BUILD) --print-errorlogs $$($(MESON) test -C $(CUDA_BUILD) --list 2>/dev/null | grep -o 'cuda[a-z_0-9]*' | sort -u)
+
+# One prepared run on a GPU machine (see the script's header for the wheels
+# it expects in .whl/): writes logs, JSON and the benchmark table to $$OUT.
+gpu-check:
+	bash scripts/gpu_check.sh
 
 test-long: build
 	$(call PYENV,$(NATIVE)) $(PY) -m pytest -m long $(PYTEST_ARGS)

@@ -10,6 +10,10 @@
 # Options (environment):
 #   EDGERUN_SETUP_BENCH=1  also install llama-cpp-python (compiles llama.cpp; minutes)
 #   EDGERUN_SETUP_CROSS=0  skip the aarch64 cross compiler and qemu-user
+# Not installed here: the CUDA toolkit (`make build-cuda`, the CUDA checks of
+# `make test`). Get nvcc 13.x from NVIDIA's apt repository (cuda-toolkit-13-0,
+# https://developer.nvidia.com/cuda-downloads), and for Jetson cross builds
+# also cuda-cross-aarch64-13-0; without it those steps say so and skip.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

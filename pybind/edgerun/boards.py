@@ -50,6 +50,9 @@ TOOLCHAIN_NATIVE = "native"
 _MACHINE_FLAGS = ("-mcpu=", "-march=", "-mtune=")
 
 
+ACCELERATORS = ("none", "cuda")
+
+
 def repo_root():
     """The checkout the driver works in: $EDGERUN_ROOT, else the one this package sits in."""
     env = os.environ.get("EDGERUN_ROOT")
@@ -92,6 +95,9 @@ class Board:
         self.features = list(data["features"])
         self.sve_bits = data.get("sve_bits")
         self.cuda = data.get("cuda")
+        # "cuda": `edgerun build` builds the CUDA backend (-Dcuda=enabled with the
+        # toolchain's -cuda.ini); "none": the CPU path only
+        self.accelerator = data.get("accelerator", "none")
         self.memory = data["memory"]
         self.ota = data["ota"]
         self.latency = data["latency"]
@@ -375,6 +381,12 @@ def validate(data, path):
         if f"code={a}" not in cf.read_text():
             c.fail("cuda.arch", f"toolchains/{cf.name} does not generate code for {a}")
 
+    acc = c.get(data, "accelerator", "", str, required=False, default="none")
+    if acc not in ACCELERATORS:
+        c.fail("accelerator", f"expected one of {', '.join(ACCELERATORS)}, got '{acc}'")
+    elif acc == "cuda" and cuda is None:
+        c.fail("accelerator", "'cuda' needs a cuda section (cuda.arch: sm_<compute capability>)")
+
     mem = c.get(data, "memory", "", dict)
     ram = c.get(mem, "ram_mib", "memory", int)
     budget = c.get(mem, "budget_mib", "memory", int)
@@ -401,7 +413,7 @@ def validate(data, path):
         c.fail("latency.min_normalized_tokens_per_s_ratio", f"must be in (0, 10], got {r}")
 
     known = {"name", "description", "soc", "arch", "cpu", "cores", "toolchain", "cflags", "qemu",
-             "features", "sve_bits", "cuda", "memory", "ota", "latency"}
+             "features", "sve_bits", "cuda", "accelerator", "memory", "ota", "latency"}
     for k in data:
         if k not in known:
             c.fail(k, f"unknown field (known: {', '.join(sorted(known))})")

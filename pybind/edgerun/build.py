@@ -88,9 +88,15 @@ class BuildConfig:
             if not tc.is_file():
                 raise BoardError(f"toolchains/{tc.name}: missing toolchain file for "
                                  f"--compiler {self.compiler}")
-            args += ["--cross-file", str(tc), "--cross-file", str(self.machine_file())]
+            args += ["--cross-file", str(tc)]
+            if self.board.accelerator == "cuda":
+                # the CUDA settings layer over the base toolchain file
+                args += ["--cross-file", str(self.board.cuda_toolchain_file())]
+            args += ["--cross-file", str(self.machine_file())]
         else:
             args += ["--native-file", str(self.machine_file())]
+        if self.board.accelerator == "cuda":
+            args.append("-Dcuda=enabled")
         args += ["-Dpython=false", f"-Dbuildtype={self.buildtype}"]
         args.append(f"-Db_sanitize={','.join(self.sanitize) if self.sanitize else 'none'}")
         return args
@@ -98,10 +104,34 @@ class BuildConfig:
     def fingerprint(self):
         """Everything that decides the configuration: equal fingerprints need no reconfigure."""
         tc = self.board.toolchain_file(self.compiler)
+        cf = self.board.cuda_toolchain_file() if self.board.accelerator == "cuda" else None
         return {"board": self.board.name, "toolchain": str(tc) if tc else "native",
                 "toolchain_text": tc.read_text() if tc and tc.is_file() else "",
+                "cuda_toolchain_text": cf.read_text() if cf and cf.is_file() else "",
                 "compiler": self.compiler, "machine_file": self.machine_file_text(),
                 "args": self.setup_args()}
+
+
+def check_cuda_target(board):
+    """For a board with accelerator: cuda, the CUDA pieces the cross build needs:
+    nvcc on this machine and the target's CUDA libraries under the cuda_root the
+    board's -cuda.ini names. BoardError (one line: what to install) otherwise."""
+    if board.accelerator != "cuda":
+        return
+    cf = board.cuda_toolchain_file()
+    m = re.search(r"^\s*cuda_root\s*=\s*'([^']*)'", cf.read_text(), re.M)
+    root = pathlib.Path(m.group(1)) if m else None
+    m = re.search(r"^\s*cuda\s*=\s*'([^']*)'", cf.read_text(), re.M)
+    nvcc = m.group(1) if m else "nvcc"
+    if not (pathlib.Path(nvcc).is_file() or shutil.which(nvcc)):
+        raise BoardError(f"board {board.name} builds the CUDA backend ({board.cuda['arch']}) but {nvcc} is missing: "
+                         "install the CUDA toolkit 13.x (NVIDIA's cuda-toolkit package) on this machine")
+    lib = root / "lib" / "libcudart_static.a" if root else None
+    if lib is None or not lib.is_file():
+        raise BoardError(f"board {board.name} builds the CUDA backend ({board.cuda['arch']}) but the aarch64 CUDA "
+                         f"target libraries are missing ({lib or 'no cuda_root in ' + cf.name}): install NVIDIA's "
+                         "cross package cuda-cross-aarch64 (same version as nvcc) or copy a JetPack's "
+                         "/usr/local/cuda/targets/aarch64-linux there")
 
 
 def _meson_str(s):
@@ -185,6 +215,7 @@ def configure(cfg, log=sys.stderr):
     """meson setup (or --reconfigure) when the build dir is not configured for cfg.
     Returns True when meson ran."""
     prereqs.require(*prereqs.for_build(cfg.board, cfg.compiler))
+    check_cuda_target(cfg.board)
     bdir = cfg.build_dir()
     state = bdir.parent / ".edgerun" / f"{cfg.dir_name}.json"
     want = cfg.fingerprint()

@@ -63,9 +63,28 @@ def cpu_mask_of(cpus):
     return mask
 
 
+DEVICES = ("cpu", "cuda")
+
+
+def isa_for_device(device, isa=None):
+    """The er_options.isa for `device` ("cpu" / "cuda"; None = "cpu") and an
+    optional forced CPU kernel table: "cuda" selects the CUDA backend."""
+    if device is None:
+        device = "cpu"
+    if device not in DEVICES:
+        raise errors.InvalidArgumentError(f"device must be one of {', '.join(DEVICES)}, got {device!r}", -1)
+    if device == "cuda":
+        if isa not in (None, "", "cuda"):
+            raise errors.InvalidArgumentError(
+                f"isa {isa!r} names a CPU kernel table; it cannot be combined with device='cuda'", -1)
+        return "cuda"
+    return isa
+
+
 def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=None, arena=None,
-             trace_events=0, cpu_mask=None):
+             trace_events=0, cpu_mask=None, device=None):
     """(er_options*, objects that must stay alive while the options are in use)."""
+    isa = isa_for_device(device, isa)
     opts = ffi.new("er_options *")
     check(lib.er_options_default(opts))
     keep = [opts]
@@ -105,8 +124,10 @@ def _plan_dict(rep):
     for i in range(rep.n_sections):
         s = rep.sections[i]
         sections.append({"name": ffi.string(s.name).decode(), "bytes": int(s.bytes), "used": int(s.used),
-                         "persistent": bool(s.persistent)})
-    return {"sections": sections, "total_bytes": int(rep.total_bytes), "n_ctx": int(rep.n_ctx),
+                         "persistent": bool(s.persistent),
+                         "device": {0: "host", 1: "gpu"}.get(int(s.device), str(s.device))})
+    return {"sections": sections, "total_bytes": int(rep.total_bytes), "device_bytes": int(rep.device_bytes),
+            "pinned_bytes": int(rep.pinned_bytes), "n_ctx": int(rep.n_ctx),
             "n_batch": int(rep.n_batch), "n_threads": int(rep.n_threads), "n_sessions": int(rep.n_sessions),
             "kv_type": {v: k for k, v in _KV_TYPES.items()}.get(int(rep.kv_type), str(rep.kv_type))}
 
@@ -134,18 +155,22 @@ class Model:
     """An opened GGUF model. Use as a context manager or call close().
 
     trace_events > 0 plans a ring of that many op timings in the arena and
-    records into it from open (see trace()); 0 costs nothing. cpu_mask pins
+    records into it from open (see trace()); 0 costs nothing. device="cuda"
+    runs the model on GPU 0 (a library built with -Dcuda=enabled; otherwise,
+    or without a GPU/driver, UnsupportedError says which is missing); the
+    default "cpu" uses the kernel table `isa` or the best for this CPU.
+    cpu_mask pins
     the worker threads (not the calling thread, which takes part in every
     step: pin it yourself with os.sched_setaffinity) to CPUs given as a bit
     mask or CPU numbers, e.g. a board's big cores: Board.cpus("big")."""
 
     def __init__(self, path=None, n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32",
-                 isa=None, arena=None, trace_events=0, cpu_mask=None):
+                 isa=None, arena=None, trace_events=0, cpu_mask=None, device=None):
         self._ptr = None
         self._sessions = set()
         self.path = _path_arg(path)
         opts, self._keep = _options(n_ctx, n_threads, n_batch, n_sessions, kv_type, isa, arena, trace_events,
-                                    cpu_mask)
+                                    cpu_mask, device=device)
         self.trace_events = int(trace_events)
         out = ffi.new("er_model **")
         check(lib.er_model_open(str(self.path).encode(), opts, out))
@@ -215,6 +240,11 @@ class Model:
     @property
     def isa(self):
         return ffi.string(lib.er_model_isa(self._live())).decode()
+
+    @property
+    def device(self):
+        """"cuda" when the CUDA backend runs the model, else "cpu"."""
+        return "cuda" if self.isa == "cuda" else "cpu"
 
     @property
     def isa_reason(self):

@@ -76,7 +76,9 @@ typedef struct er_options {
     size_t arena_bytes;   /* with arena != NULL: size of the caller's buffer */
     void *arena;          /* NULL: er_model_open allocates; else caller-owned, 64-byte aligned,
                              must outlive the model */
-    const char *isa;      /* NULL/"" = best for this CPU (or $EDGERUN_ISA); "generic", ... */
+    const char *isa;      /* NULL/"" = best for this CPU (or $EDGERUN_ISA); "generic", ...;
+                             "cuda" = the CUDA backend on GPU 0 (a build with -Dcuda=enabled and a
+                             GPU + driver; otherwise ER_EUNSUPPORTED saying which is missing) */
     int32_t trace_events; /* capacity of the op-trace ring in events, planned in the arena's "trace"
                              section; 0 = no ring (tracing unavailable, zero cost). With a ring,
                              recording starts on at open (see er_trace_enable). Range [0, 2^24]. */
@@ -91,16 +93,25 @@ typedef struct er_section {
     size_t bytes;         /* bytes the plan reserves for the section */
     size_t used;          /* high-water mark actually used (0 in a plan) */
     int32_t persistent;   /* 1: lives for the model's lifetime; 0: scratch reused per step */
+    int32_t device;       /* 0: host arena; 1: GPU memory (isa "cuda": the one device allocation) */
 } er_section;
 
 #define ER_MAX_SECTIONS 12
 
-/* The arena plan: bytes per section and the total, including alignment. */
+/* The arena plan: bytes per section and the total, including alignment.
+ * With isa "cuda" the host sections that live on the GPU instead (kv_cache,
+ * activations) shrink to what the host still needs, and the device sections
+ * ("gpu_weights", "gpu_kv_cache", "gpu_activations", "gpu_scratch") follow
+ * the host ones. (The CUDA fields are additive: a library from before them
+ * fills the same layout.) */
 typedef struct er_plan_report {
     int32_t n_sections;
     er_section sections[12];
-    size_t total_bytes;   /* the exact arena size er_model_open needs */
+    size_t total_bytes;   /* the exact arena size er_model_open needs (host sections only) */
     int32_t n_ctx, n_batch, n_threads, n_sessions, kv_type;
+    size_t device_bytes;  /* the one device allocation (sections with device = 1); 0 on the CPU */
+    size_t pinned_bytes;  /* the CUDA backend's pinned host staging (cudaHostAlloc, outside the
+                             arena); 0 on the CPU */
 } er_plan_report;
 
 /* Hyper-parameters as read from the file. */
@@ -230,6 +241,27 @@ ER_API const char *er_model_isa_reason(const er_model *model);
  * f16c", "asimd asimddp fphp sve", ...); "" when none are known. Static
  * storage, safe from any thread; needs no model (`edgerun info --isa`). */
 ER_API const char *er_cpu_features(void);
+
+/* ---- CUDA devices --------------------------------------------------------- */
+
+/* One GPU as the CUDA backend sees it. */
+typedef struct er_cuda_device {
+    char name[256];           /* "NVIDIA H200", "Orin", ... */
+    int32_t major, minor;     /* compute capability (8.7 = Jetson Orin, 9.0 = Hopper) */
+    int32_t integrated;       /* 1: shares DRAM with the CPU (Jetson) */
+    int32_t n_sm;             /* streaming multiprocessors */
+    uint64_t total_bytes;     /* device memory */
+} er_cuda_device;
+
+/* Number of CUDA devices the backend can use (>= 1), or ER_EUNSUPPORTED with
+ * the reason in er_last_error(): this build has no CUDA backend (rebuild
+ * with -Dcuda=enabled), or the CUDA runtime found no device or no usable
+ * driver (the CUDA error text). Models with isa "cuda" run on device 0. */
+ER_API int er_cuda_device_count(void);
+
+/* Describes device i (0-based). Errors: ER_EINVAL (NULL, i out of range),
+ * ER_EUNSUPPORTED (as er_cuda_device_count). */
+ER_API int er_cuda_device_get(int32_t i, er_cuda_device *out);
 
 /* Takes a free session slot (KV cache, history, RNG live in the arena).
  * Errors: ER_EINVAL, ER_EBUSY (all n_sessions slots in use). */

@@ -205,8 +205,9 @@ static void store_kv(er_model *md, er_session *s, int layer, int m) {
 /* Each operation is bracketed by er_trace_begin/end: when tracing is off
  * that is a relaxed load and a branch per operation, ~15 per layer. Shapes
  * recorded: [rows, outputs, inputs]; attention [rows, heads, positions]. */
-void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
+int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     er_model *md = s->model;
+    if (md->cuda) return er_cuda_forward(s, ids, m, logits_all);
     const er_kernels *k = md->k;
     const er_dims *d = &md->d;
     er_trace *tr = &md->trace;
@@ -275,4 +276,5 @@ void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     float *out = logits_all ? logits_all : s->logits;
     matmul1(md, ER_OP_LM_HEAD, -1, xb, rows, &md->output, out);
     if (logits_all) memcpy(s->logits, logits_all + (size_t)(m - 1) * d->n_vocab, (size_t)d->n_vocab * sizeof(float));
+    return ER_OK;
 }

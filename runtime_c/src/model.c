@@ -126,21 +126,24 @@ static void *take(er_model *m, int sec, size_t n, size_t elem) {
     return er_arena_alloc(&m->sec[sec], n * elem);
 }
 
-static int carve_runtime(er_model *m) {
+static int carve_runtime(er_model *m, int cuda) {
     const er_dims *d = &m->d;
     size_t B = (size_t)d->n_batch, E = (size_t)d->n_embd, qd = (size_t)d->n_head * d->head_dim;
-    m->act.x = take(m, ER_SEC_ACT, B * E, 4);
-    m->act.xb = take(m, ER_SEC_ACT, B * E, 4);
-    m->act.xb2 = take(m, ER_SEC_ACT, B * E, 4);
-    m->act.q = take(m, ER_SEC_ACT, B * qd, 4);
-    m->act.k = take(m, ER_SEC_ACT, B * d->kv_row, 4);
-    m->act.v = take(m, ER_SEC_ACT, B * d->kv_row, 4);
-    m->act.att = take(m, ER_SEC_ACT, B * qd, 4);
-    m->act.hb = take(m, ER_SEC_ACT, B * (size_t)d->n_ff, 4);
-    m->act.hb2 = take(m, ER_SEC_ACT, B * (size_t)d->n_ff, 4);
-    m->act.xq = take(m, ER_SEC_ACT, B, d->act_row_max);
-    m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * d->n_ctx, 4);
-    if (!m->act.scores) return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
+    /* the CUDA backend keeps activations and KV caches on the device */
+    if (!cuda) {
+        m->act.x = take(m, ER_SEC_ACT, B * E, 4);
+        m->act.xb = take(m, ER_SEC_ACT, B * E, 4);
+        m->act.xb2 = take(m, ER_SEC_ACT, B * E, 4);
+        m->act.q = take(m, ER_SEC_ACT, B * qd, 4);
+        m->act.k = take(m, ER_SEC_ACT, B * d->kv_row, 4);
+        m->act.v = take(m, ER_SEC_ACT, B * d->kv_row, 4);
+        m->act.att = take(m, ER_SEC_ACT, B * qd, 4);
+        m->act.hb = take(m, ER_SEC_ACT, B * (size_t)d->n_ff, 4);
+        m->act.hb2 = take(m, ER_SEC_ACT, B * (size_t)d->n_ff, 4);
+        m->act.xq = take(m, ER_SEC_ACT, B, d->act_row_max);
+        m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * d->n_ctx, 4);
+        if (!m->act.scores) return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
+    }
 
     m->slot_used = take(m, ER_SEC_MODEL, (size_t)d->n_sessions, sizeof(atomic_int));
     m->sessions = take(m, ER_SEC_SESSIONS, (size_t)d->n_sessions, sizeof(er_session));
@@ -153,13 +156,13 @@ static int carve_runtime(er_model *m) {
         atomic_init(&m->slot_used[i], 0);
         s->model = m;
         s->slot = i;
-        s->k_cache = take(m, ER_SEC_KV, cache, kv_elem);
-        s->v_cache = take(m, ER_SEC_KV, cache, kv_elem);
+        s->k_cache = cuda ? NULL : take(m, ER_SEC_KV, cache, kv_elem);
+        s->v_cache = cuda ? NULL : take(m, ER_SEC_KV, cache, kv_elem);
         s->history = take(m, ER_SEC_SESSIONS, (size_t)d->n_ctx, 4);
         s->logits = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
         s->cand_p = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
         s->cand_id = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
-        if (!s->v_cache || !s->cand_id) return er_fail(ER_ECORRUPT, "internal: session section smaller than planned");
+        if ((!cuda && !s->v_cache) || !s->cand_id) return er_fail(ER_ECORRUPT, "internal: session section smaller than planned");
     }
     er_trace_event *ring = d->trace_events ? take(m, ER_SEC_TRACE, d->trace_events, sizeof(er_trace_event)) : NULL;
     if (d->trace_events && !ring) return er_fail(ER_ECORRUPT, "internal: trace section smaller than planned");
@@ -172,6 +175,7 @@ static int carve_runtime(er_model *m) {
 /* Undoes a failed open. The pool is started last, so it never needs stopping here. */
 static void release(er_model *m, void *arena, int owned) {
     gguf_file f = m->file;
+    er_cuda_close(m->cuda);
     pthread_mutex_destroy(&m->step_lock);
     gguf_close(&f);
     if (owned) free(arena);
@@ -187,7 +191,15 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
         return er_fail(ER_EINVAL, "caller arena must be %d-byte aligned", ER_ARENA_ALIGN);
 
     const char *reason = NULL;
-    const er_kernels *k = er_kernels_select(o.isa, &reason);
+    /* isa "cuda": the GPU runs the model; the best CPU table still does the
+     * host-side work (widening F16 norm vectors before upload) */
+    const int cuda = er_options_cuda(&o) && !o.vocab_only;
+    /* no backend in this build, or no GPU/driver: say so before mapping anything */
+    if (cuda) {
+        int n = er_cuda_device_count();
+        if (n < 0) return n;
+    }
+    const er_kernels *k = er_kernels_select(cuda ? NULL : o.isa, &reason);
     if (!k) return ER_EUNSUPPORTED; /* message set by the selector */
 
     gguf_file f;
@@ -252,9 +264,9 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
             goto fail;
         }
     } else {
-        if ((rc = bind_tensors(m)) || (rc = carve_runtime(m))) goto fail;
+        if ((rc = bind_tensors(m)) || (rc = carve_runtime(m, cuda))) goto fail;
         m->fingerprint = er_fingerprint_compute(m);
-        if ((rc = er_repack_model(m))) goto fail;
+        if (cuda ? (rc = er_cuda_open(m)) : (rc = er_repack_model(m))) goto fail;
         if ((rc = er_pool_start(&m->pool, d.n_threads, o.cpu_mask, &m->sec[ER_SEC_THREADS]))) goto fail;
     }
     *out = m;
@@ -270,6 +282,8 @@ void er_model_close(er_model *m) {
     void *arena = m->arena_base;
     int owned = m->arena_owned;
     if (!m->vocab_only) er_pool_stop(&m->pool);
+    /* before the arena goes: the backend unregisters its pinned view of it */
+    er_cuda_close(m->cuda);
     pthread_mutex_destroy(&m->step_lock);
     gguf_close(&f);
     if (owned) free(arena);
@@ -287,6 +301,8 @@ int er_model_arena(const er_model *m, er_plan_report *out) {
     if (!m || !out) return er_fail(ER_EINVAL, "er_model_arena: NULL argument");
     *out = m->plan;
     for (int i = 0; i < ER_SEC_COUNT; i++) out->sections[i].used = m->sec[i].high;
+    /* the device sections are carved whole by the same walk that planned them */
+    for (int i = ER_SEC_COUNT; i < out->n_sections; i++) out->sections[i].used = out->sections[i].bytes;
     return ER_OK;
 }
 
@@ -311,6 +327,6 @@ int er_model_tensor(const er_model *m, int32_t i, er_tensor_info *out) {
     return ER_OK;
 }
 
-const char *er_model_isa(const er_model *m) { return m ? m->k->name : ""; }
+const char *er_model_isa(const er_model *m) { return m ? (m->cuda ? ER_CUDA_ISA : m->k->name) : ""; }
 const char *er_model_isa_reason(const er_model *m) { return m && m->isa_reason ? m->isa_reason : ""; }
 const er_vocab *er_model_vocab(const er_model *m) { return m ? m->vocab : NULL; }

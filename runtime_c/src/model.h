@@ -17,6 +17,7 @@
 #include "arena.h"
 #include "gguf.h"
 #include "kernels/kernels.h"
+#include "cuda/cuda_backend.h"
 #include "threadpool.h"
 #include "trace.h"
 
@@ -85,8 +86,9 @@ struct er_model {
     int arena_owned;           /* 1: we malloc'ed it at open and free it at close */
     er_arena sec[ER_SEC_COUNT];
 
-    const er_kernels *k;
+    const er_kernels *k;       /* with the CUDA backend: the CPU table for host-side work (widening) */
     const char *isa_reason;
+    er_cuda *cuda;             /* the CUDA backend's device state (isa "cuda"), else NULL */
 
     er_weight tok_embd, output;
     const float *output_norm;
@@ -127,8 +129,17 @@ void er_options_resolve(const er_options *in, er_options *out);
 
 /* forward.c: runs m tokens at positions s->pos.. through the model. If
  * logits_all is not NULL it receives m * n_vocab floats; the last row always
- * lands in s->logits. Caller holds step_lock and has checked the context. */
-void er_forward(er_session *s, const int32_t *ids, int m, float *logits_all);
+ * lands in s->logits. Caller holds step_lock and has checked the context.
+ * Returns ER_OK, or (CUDA backend only) the device's failure. */
+int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all);
+
+/* plan.c: 1 when the (resolved) options select the CUDA backend. */
+int er_options_cuda(const er_options *o);
+
+/* sampler.c: top-p, min-p and the draw over n candidates already ranked best
+ * first (cp = temperature-scaled logits, overwritten with weights); the CPU
+ * and CUDA samplers share it so a seed draws the same token on both. */
+int32_t er_sample_ranked(er_session *s, const er_sampling *p, float *cp, const int32_t *ci, int n);
 
 /* session.c: takes a free slot of m without the er_live ownership check
  * (er_session_new refuses models owned by a handle; live.c uses this). */

@@ -155,9 +155,15 @@ static int read_hparams(const gguf_file *f, er_hparams *hp, int *rope_neox) {
     return ER_OK;
 }
 
-static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, const er_kernels *k,
-                         er_plan_report *out) {
-    size_t sec[ER_SEC_COUNT] = {0};
+int er_options_cuda(const er_options *o) { return o && o->isa && strcmp(o->isa, ER_CUDA_ISA) == 0; }
+
+/* cuda: the CUDA backend runs the model (see cuda/cuda_backend.h): the KV
+ * caches, activations and weights live on the GPU, so the host keeps the
+ * tokenizer, sessions (history, logits, sampler candidates), the threads of
+ * host-side work and the backend's bookkeeping; the device sections follow. */
+static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims *d, int vocab_only,
+                         const er_kernels *k, int cuda, er_plan_report *out) {
+    size_t sec[ER_SEC_COUNT] = {0}, dev[ER_DSEC_COUNT] = {0}, cuda_host = 0;
     bool ok = add_block(&sec[ER_SEC_MODEL], 1, sizeof(er_model));
     /* tensor name copies + the pointer table */
     ok = ok && add_block(&sec[ER_SEC_MODEL], f->n_tensors, sizeof(char *));
@@ -183,10 +189,15 @@ static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, c
             if (t.n_dims == 1 && t.type != GGML_F32) ok = add_block(&sec[ER_SEC_MODEL], t.ne[0], sizeof(float));
         }
         ok = ok && add_block(&sec[ER_SEC_MODEL], S, sizeof(atomic_int));
+        if (cuda) {
+            int rc = er_cuda_plan(f, d, hp->tied_output, dev, &cuda_host);
+            if (rc) return rc;
+            ok = ok && add_block(&sec[ER_SEC_MODEL], cuda_host, 1);
+        }
 
         size_t kv_elem = d->kv_type == ER_KV_F16 ? 2 : 4, per_cache;
         ok = ok && mul_ok(L, C, &per_cache) && mul_ok(per_cache, d->kv_row, &per_cache);
-        for (size_t s = 0; ok && s < 2 * S; s++) ok = add_block(&sec[ER_SEC_KV], per_cache, kv_elem);
+        for (size_t s = 0; ok && !cuda && s < 2 * S; s++) ok = add_block(&sec[ER_SEC_KV], per_cache, kv_elem);
 
         ok = ok && add_block(&sec[ER_SEC_SESSIONS], S, sizeof(er_session));
         for (size_t s = 0; ok && s < S; s++)
@@ -196,14 +207,14 @@ static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, c
                  add_block(&sec[ER_SEC_SESSIONS], V, sizeof(int32_t));
 
         size_t *a = &sec[ER_SEC_ACT];
-        ok = ok && add_block(a, B * E, 4) && add_block(a, B * E, 4) && add_block(a, B * E, 4) &&
+        ok = ok && (cuda || (add_block(a, B * E, 4) && add_block(a, B * E, 4) && add_block(a, B * E, 4) &&
              add_block(a, B * qd, 4) && add_block(a, B * d->kv_row, 4) && add_block(a, B * d->kv_row, 4) &&
              add_block(a, B * qd, 4) && add_block(a, B * (size_t)d->n_ff, 4) &&
              add_block(a, B * (size_t)d->n_ff, 4) && add_block(a, B, d->act_row_max) &&
-             add_block(a, (size_t)d->n_threads * C, 4);
+             add_block(a, (size_t)d->n_threads * C, 4)));
         sec[ER_SEC_THREADS] = er_pool_plan(d->n_threads);
         sec[ER_SEC_TRACE] = er_trace_plan(d->trace_events);
-        sec[ER_SEC_REPACKED] = er_repack_plan(f, k, d->n_layer);
+        sec[ER_SEC_REPACKED] = cuda ? 0 : er_repack_plan(f, k, d->n_layer);
         ok = ok && sec[ER_SEC_REPACKED] != SIZE_MAX;
     }
     if (!ok) return er_fail(ER_ECORRUPT, "arena size overflows: the file's dimensions are absurd");
@@ -216,6 +227,18 @@ static int fill_sections(const gguf_file *f, const er_dims *d, int vocab_only, c
         out->sections[i].persistent = k_sec_persistent[i];
         if (sec[i] > SIZE_MAX - out->total_bytes) return er_fail(ER_ECORRUPT, "arena size overflows");
         out->total_bytes += sec[i];
+    }
+    if (cuda && !vocab_only) {
+        for (int i = 0; i < ER_DSEC_PINNED; i++) {
+            er_section *e = &out->sections[out->n_sections++];
+            e->name = er_cuda_section_name(i);
+            e->bytes = dev[i];
+            e->persistent = i != ER_DSEC_ACT && i != ER_DSEC_SCRATCH;
+            e->device = 1;
+            if (dev[i] > SIZE_MAX - out->device_bytes) return er_fail(ER_ECORRUPT, "device plan overflows");
+            out->device_bytes += dev[i];
+        }
+        out->pinned_bytes = dev[ER_DSEC_PINNED];
     }
     out->n_ctx = d->n_ctx;
     out->n_batch = d->n_batch;
@@ -281,10 +304,14 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         snprintf(hp->arch, sizeof hp->arch, "vocab");
     }
     /* the table open will use decides which matrices get an interleaved
-     * copy; a name the build cannot run plans none (open then fails anyway) */
+     * copy; a name the build cannot run plans none (open then fails anyway).
+     * The CUDA backend repacks nothing (its own row layout is planned by
+     * er_cuda_plan); its host-side table is the CPU's best. */
+    const int cuda = er_options_cuda(&o) && !o.vocab_only;
+    if (cuda && !er_cuda_built()) return er_cuda_device_count(); /* the "no backend" error */
     const char *why = NULL;
-    const er_kernels *k = o.vocab_only ? NULL : er_kernels_select(o.isa, &why);
-    return fill_sections(f, d, o.vocab_only, k, out);
+    const er_kernels *k = o.vocab_only || cuda ? NULL : er_kernels_select(o.isa, &why);
+    return fill_sections(f, hp, d, o.vocab_only, k, cuda, out);
 }
 
 int er_plan(const char *path, const er_options *opts, er_plan_report *out) {

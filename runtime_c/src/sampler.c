@@ -95,6 +95,73 @@ static int check_params(const er_sampling *p) {
     return ER_OK;
 }
 
+int32_t er_sample_ranked(er_session *s, const er_sampling *p, float *cp, const int32_t *ci, int n) {
+    float mx = cp[0];
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        cp[i] = expf(cp[i] - mx);
+        sum += cp[i];
+    }
+    if (p->top_p < 1.0f) {
+        double cum = 0.0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += cp[i] / sum;
+            if (cum >= p->top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+    }
+    if (p->min_p > 0.0f) {
+        int keep = 1;
+        while (keep < n && cp[keep] >= p->min_p * cp[0]) keep++;
+        n = keep;
+    }
+    sum = 0.0;
+    for (int i = 0; i < n; i++) sum += cp[i];
+    double r = (double)next_uniform(&s->rng) * sum, acc = 0.0;
+    int32_t chosen = ci[n - 1];
+    for (int i = 0; i < n; i++) {
+        acc += cp[i];
+        if (r < acc) {
+            chosen = ci[i];
+            break;
+        }
+    }
+    return chosen;
+}
+
+/* The CUDA model's sampler: penalty, temperature, ranking (top-k) on the
+ * device; the distinct penalised ids are found here (cand_id marks them,
+ * touching only the window's entries), and top-p, min-p and the draw run on
+ * the ranked candidates read back, through the CPU's own code. */
+static int sample_cuda(er_session *s, const er_sampling *p, int32_t *chosen) {
+    /* cand_id marks ids already taken (only the window's entries are reset
+     * and read) and cand_p's memory collects the distinct ids: at most
+     * min(window, n_vocab) of them. er_cuda_sample copies them to pinned
+     * staging before it writes the ranked candidates over both arrays. */
+    int32_t *mark = s->cand_id, *pen = (int32_t *)(void *)s->cand_p;
+    int n_pen = 0;
+    if (p->repeat_penalty != 1.0f) {
+        int from = p->repeat_last_n && p->repeat_last_n < s->pos ? s->pos - p->repeat_last_n : 0;
+        for (int i = from; i < s->pos; i++) mark[s->history[i]] = 0;
+        for (int i = from; i < s->pos; i++) {
+            int32_t t = s->history[i];
+            if (!mark[t]) {
+                mark[t] = 1;
+                pen[n_pen++] = t;
+            }
+        }
+    }
+    int n = 0;
+    int rc = er_cuda_sample(s, p, pen, n_pen, chosen, &n);
+    if (rc || p->temperature <= 0.0f) return rc;
+    *chosen = er_sample_ranked(s, p, s->cand_p, s->cand_id, n);
+    return ER_OK;
+}
+
 int er_sample(er_session *s, const er_sampling *params, int32_t *id_out) {
     if (!s || !id_out) return er_fail(ER_EINVAL, "er_sample: session and id_out must not be NULL");
     er_sampling def;
@@ -105,6 +172,13 @@ int er_sample(er_session *s, const er_sampling *params, int32_t *id_out) {
     if (!s->has_logits) return er_fail(ER_ESTATE, "er_sample: no logits yet (call er_decode first)");
 
     double t0 = er_now_ms();
+    if (s->model->cuda) {
+        int32_t chosen = 0;
+        if ((rc = sample_cuda(s, p, &chosen))) return rc;
+        s->stats.sample_ms += er_now_ms() - t0;
+        *id_out = chosen;
+        return ER_OK;
+    }
     const int V = s->model->d.n_vocab;
     float *cp = s->cand_p;
     int32_t *ci = s->cand_id;
@@ -137,40 +211,7 @@ int er_sample(er_session *s, const er_sampling *params, int32_t *id_out) {
             n = p->top_k;
         }
         sort_ranked(cp, ci, n);
-        float mx = cp[0];
-        double sum = 0.0;
-        for (int i = 0; i < n; i++) {
-            cp[i] = expf(cp[i] - mx);
-            sum += cp[i];
-        }
-        if (p->top_p < 1.0f) {
-            double cum = 0.0;
-            int keep = n;
-            for (int i = 0; i < n; i++) {
-                cum += cp[i] / sum;
-                if (cum >= p->top_p) {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            n = keep;
-        }
-        if (p->min_p > 0.0f) {
-            int keep = 1;
-            while (keep < n && cp[keep] >= p->min_p * cp[0]) keep++;
-            n = keep;
-        }
-        sum = 0.0;
-        for (int i = 0; i < n; i++) sum += cp[i];
-        double r = (double)next_uniform(&s->rng) * sum, acc = 0.0;
-        chosen = ci[n - 1];
-        for (int i = 0; i < n; i++) {
-            acc += cp[i];
-            if (r < acc) {
-                chosen = ci[i];
-                break;
-            }
-        }
+        chosen = er_sample_ranked(s, p, cp, ci, n);
     }
     s->stats.sample_ms += er_now_ms() - t0;
     *id_out = chosen;

@@ -93,14 +93,21 @@ static int decode(er_session *s, const int32_t *ids, size_t n, float *all) {
 
     double t0 = er_now_ms();
     pthread_mutex_lock(&m->step_lock);
+    int rc = ER_OK;
     for (size_t done = 0; done < n;) {
         int chunk = (int)(n - done < (size_t)d->n_batch ? n - done : (size_t)d->n_batch);
-        er_forward(s, ids + done, chunk, all ? all + done * (size_t)d->n_vocab : NULL);
+        /* only the CUDA backend fails here (a device error); the chunks
+         * before the failing one stay appended, its own is not */
+        if ((rc = er_forward(s, ids + done, chunk, all ? all + done * (size_t)d->n_vocab : NULL))) break;
         memcpy(s->history + s->pos, ids + done, (size_t)chunk * sizeof(int32_t));
         s->pos += chunk;
         done += (size_t)chunk;
     }
     pthread_mutex_unlock(&m->step_lock);
+    if (rc) {
+        s->has_logits = 0;
+        return rc;
+    }
     double dt = er_now_ms() - t0;
     s->has_logits = 1;
     if (n > 1) {

@@ -216,6 +216,19 @@ static uint64_t payload_bytes(uint64_t pos, uint64_t n_vocab, uint64_t n_layer, 
 
 typedef int (*seg_fn)(void *ctx, const void *p, size_t n);
 
+/* A CUDA session's KV rows live on the GPU: they reach fn in pieces
+ * through the backend's pinned staging (the caller holds step_lock). */
+static int cuda_rows(const er_session *s, int layer, int which, size_t bytes, seg_fn fn, void *ctx) {
+    er_cuda *c = s->model->cuda;
+    size_t chunk = er_cuda_bulk_bytes(c);
+    for (size_t off = 0; off < bytes; off += chunk) {
+        size_t n = bytes - off < chunk ? bytes - off : chunk;
+        int rc = er_cuda_kv_to_host(c, s->slot, layer, which, off, n);
+        if (rc || (rc = fn(ctx, er_cuda_bulk(c), n))) return rc;
+    }
+    return ER_OK;
+}
+
 /* Visits the payload of session s holding `pos` positions, in file order. */
 static int for_each_segment(const er_session *s, seg_fn fn, void *ctx) {
     const er_dims *d = &s->model->d;
@@ -224,6 +237,11 @@ static int for_each_segment(const er_session *s, seg_fn fn, void *ctx) {
     int rc;
     if ((rc = fn(ctx, s->history, (size_t)s->pos * 4)) || (rc = fn(ctx, s->logits, (size_t)d->n_vocab * 4)))
         return rc;
+    if (s->model->cuda) {
+        for (int l = 0; l < d->n_layer; l++)
+            if ((rc = cuda_rows(s, l, 0, rows, fn, ctx)) || (rc = cuda_rows(s, l, 1, rows, fn, ctx))) return rc;
+        return ER_OK;
+    }
     for (int l = 0; l < d->n_layer; l++) {
         if ((rc = fn(ctx, (const uint8_t *)s->k_cache + (size_t)l * layer, rows)) ||
             (rc = fn(ctx, (const uint8_t *)s->v_cache + (size_t)l * layer, rows)))
@@ -287,6 +305,8 @@ static int sync_parent(const char *path) {
     return e;
 }
 
+static int save_locked(const er_session *s, const char *path, const char *tmp, snap_hdr *hp);
+
 int er_session_save(const er_session *s, const char *path) {
     if (!s || !path) return er_fail(ER_EINVAL, "er_session_save: session and path must not be NULL");
     if (!path[0]) return er_fail(ER_EINVAL, "er_session_save: path is empty");
@@ -303,8 +323,20 @@ int er_session_save(const er_session *s, const char *path) {
         .has_logits = s->has_logits ? 1u : 0u, .rng = s->rng, .stats = s->stats,
     };
     h.payload_bytes = payload_bytes(h.pos, h.n_vocab, h.n_layer, h.kv_row, d->kv_type == ER_KV_F16 ? 2 : 4);
+    /* a CUDA session's rows come through the backend's shared staging and
+     * stream, which other sessions' steps use: hold them for the walk */
+    er_model *mm = s->model;
+    if (mm->cuda) pthread_mutex_lock(&mm->step_lock);
+    int rc = save_locked(s, path, tmp, &h);
+    if (mm->cuda) pthread_mutex_unlock(&mm->step_lock);
+    return rc;
+}
+
+static int save_locked(const er_session *s, const char *path, const char *tmp, snap_hdr *hp) {
+    snap_hdr h = *hp;
     uint32_t crc = 0;
-    for_each_segment(s, seg_crc, &crc);
+    int rc = for_each_segment(s, seg_crc, &crc);
+    if (rc) return rc;
     h.payload_crc = crc;
     uint8_t hb[SNAP_HEADER];
     encode_header(&h, hb);
@@ -312,7 +344,7 @@ int er_session_save(const er_session *s, const char *path) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return er_fail(ER_EIO, "er_session_save: cannot create '%s': %s", tmp, strerror(errno));
     writer w = {fd, tmp};
-    int rc = seg_write(&w, hb, sizeof hb);
+    rc = seg_write(&w, hb, sizeof hb);
     if (!rc) rc = for_each_segment(s, seg_write, &w);
     if (!rc && fsync(fd) != 0) rc = er_fail(ER_EIO, "er_session_save: fsync of '%s' failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && !rc) rc = er_fail(ER_EIO, "er_session_save: closing '%s' failed: %s", tmp, strerror(errno));
@@ -390,6 +422,39 @@ static int verify(const er_session *s, const char *path, const uint8_t *b, size_
     return ER_OK;
 }
 
+/* Loads the verified payload into a CUDA session: history and logits into
+ * the arena, KV rows up to the GPU through the pinned staging, and the
+ * logits to the slot's device row (device sampling reads them there). A
+ * device failure here (the GPU is gone) leaves the session unusable: it is
+ * reset to empty rather than left half-loaded. */
+static int load_cuda(er_session *s, reader *r) {
+    er_model *m = s->model;
+    const er_dims *d = &m->d;
+    size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4, rows = (size_t)s->pos * d->kv_row * elem;
+    memcpy(s->history, r->p, (size_t)s->pos * 4);
+    r->p += (size_t)s->pos * 4;
+    memcpy(s->logits, r->p, (size_t)d->n_vocab * 4);
+    r->p += (size_t)d->n_vocab * 4;
+    size_t chunk = er_cuda_bulk_bytes(m->cuda);
+    int rc = ER_OK;
+    pthread_mutex_lock(&m->step_lock);
+    for (int l = 0; !rc && l < d->n_layer; l++)
+        for (int which = 0; !rc && which < 2; which++)
+            for (size_t off = 0; !rc && off < rows; off += chunk) {
+                size_t n = rows - off < chunk ? rows - off : chunk;
+                memcpy(er_cuda_bulk(m->cuda), r->p, n);
+                r->p += n;
+                rc = er_cuda_kv_from_host(m->cuda, s->slot, l, which, off, n);
+            }
+    if (!rc) rc = er_cuda_logits_upload(s);
+    pthread_mutex_unlock(&m->step_lock);
+    if (rc) {
+        s->pos = 0;
+        s->has_logits = 0;
+    }
+    return rc;
+}
+
 int er_session_load(er_session *s, const char *path) {
     if (!s || !path) return er_fail(ER_EINVAL, "er_session_load: session and path must not be NULL");
     if (!path[0]) return er_fail(ER_EINVAL, "er_session_load: path is empty");
@@ -430,7 +495,10 @@ int er_session_load(er_session *s, const char *path) {
         s->rng = h.rng;
         s->stats = h.stats;
         reader r = {(const uint8_t *)map + SNAP_HEADER};
-        for_each_segment(s, seg_read, &r);
+        if (s->model->cuda)
+            rc = load_cuda(s, &r);
+        else
+            for_each_segment(s, seg_read, &r);
     }
     munmap(map, size);
     return rc;

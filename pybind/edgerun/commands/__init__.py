@@ -36,6 +36,8 @@ def add_model_options(p, isa_flag="--isa"):
     g.add_argument("--pin", default=None, metavar="CPUS",
                    help="pin the worker threads and this process to CPUs: a list such as 4-7 or 0,2, "
                         "or a board's cluster such as rk3588:big")
+    g.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the model runs: cpu (default) or cuda (GPU 0; needs a -Dcuda=enabled build)")
 
 
 def parse_pin(spec):
@@ -72,8 +74,11 @@ def apply_pin(args):
 
 
 def model_kwargs(args):
-    return {"n_ctx": args.ctx, "n_threads": args.threads, "n_batch": args.batch,
-            "kv_type": args.kv_type, "isa": args.isa, "cpu_mask": apply_pin(args)}
+    kw = {"n_ctx": args.ctx, "n_threads": args.threads, "n_batch": args.batch,
+          "kv_type": args.kv_type, "isa": args.isa, "cpu_mask": apply_pin(args)}
+    if getattr(args, "device", "cpu") != "cpu":
+        kw["device"] = args.device
+    return kw
 
 
 def formatter():

@@ -56,6 +56,9 @@ def register(sub):
                    help="runs per engine; best is reported (default 1; with --board: 5, per-step median)")
     p.add_argument("--no-peer", action="store_true", help="skip llama.cpp")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: the CUDA backend on GPU 0 (prefill/decode tok/s, weight GB/s; "
+                        "scripts/bench_cuda.py runs the full GPU benchmark)")
     p.add_argument("--out", default=None, metavar="FILE.json", help="also write the JSON report to FILE.json")
     b = p.add_argument_group("board benchmark (under qemu-user)")
     b.add_argument("--board", metavar="B", help="benchmark the cross build for board B (boards/B.yaml)")
@@ -92,6 +95,8 @@ def main(args):
             raise ValueError(f"--{flag.replace('_', '-')} needs --board")
     if args.matrix or args.quick:
         return _matrix(args, threads)
+    if args.device == "cuda":
+        return _cuda(args)
     from .. import bench
     args.prompt_tokens = args.prompt_tokens or 64
     args.gen_tokens = args.gen_tokens or 128
@@ -141,3 +146,27 @@ def _matrix(args, threads):
     if args.json:
         print(json.dumps(rep, indent=2))
     return 1 if any("error" in r for r in rep["results"]) else 0
+
+
+def _cuda(args):
+    """`--device cuda`: one model on the GPU (edgerun/bench_cuda.py)."""
+    from .. import bench_cuda
+    model = args.model_pos
+    if model is None:
+        from ..model import default_model_path
+        model = default_model_path()
+    r = bench_cuda.run_edgerun(model, prompt=args.prompt_tokens or bench_cuda.PROMPT,
+                               gen=args.gen_tokens or bench_cuda.GEN, repeat=args.repeat or 3,
+                               n_ctx=args.ctx or 512)
+    r["weight_gbps"] = r["weight_bytes_per_token"] * r["decode_tokens_per_s"] / 1e9
+    r["model"] = str(model)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(r, f, indent=2)
+            f.write("\n")
+    if args.json:
+        print(json.dumps(r, indent=2))
+    else:
+        print(f"edgerun on {r['isa_reason']}\n  {r['model']}: prefill {r['prefill_tokens_per_s']:.0f} tok/s, "
+              f"decode {r['decode_tokens_per_s']:.0f} tok/s ({r['weight_gbps']:.1f} GB/s of weights)")
+    return 0

@@ -46,7 +46,21 @@ def describe(m):
     features = ffi.string(lib.er_cpu_features()).decode()
     return {"path": str(m.path), "hparams": m.hparams, "types": types, "tensors": tensors,
             "isa": m.isa, "isa_reason": m.isa_reason, "cpu_features": features, "plan": m.plan(),
-            "tokenizer": tok}
+            "tokenizer": tok, "cuda": cuda_info()}
+
+
+def cuda_info():
+    """The CUDA devices this library can use, or why there are none."""
+    from .. import cuda
+    return {"devices": cuda.devices(), "why_none": cuda.why_none()}
+
+
+def cuda_line(c):
+    if c["devices"]:
+        return "cuda devices: " + "; ".join(
+            f"{d['index']}: {d['name']} (sm {d['compute_capability']}, {human_bytes(d['total_bytes'])}"
+            f"{', integrated' if d['integrated'] else ''})" for d in c["devices"])
+    return f"cuda devices: none ({c['why_none']})"
 
 
 def main(args):
@@ -60,6 +74,7 @@ def main(args):
     if args.only_isa:
         print(f"isa: {d['isa']} ({d['isa_reason']})")
         print(f"cpu features: {d['cpu_features'] or '(none detected)'}")
+        print(cuda_line(d["cuda"]))
         return 0
     hp = d["hparams"]
     print(f"model: {d['path']}")
@@ -85,11 +100,23 @@ def main(args):
         print("tokenizer: none (ids in, ids out)")
     print(f"isa: {d['isa']} ({d['isa_reason']})")
     print(f"cpu features: {d['cpu_features'] or '(none detected)'}")
+    print(cuda_line(d["cuda"]))
     pl = d["plan"]
     print(f"arena plan: {human_bytes(pl['total_bytes'])} for n_ctx {pl['n_ctx']}, n_batch {pl['n_batch']}, "
           f"{pl['n_threads']} threads, {pl['n_sessions']} session(s), KV {pl['kv_type']}")
     total = max(pl["total_bytes"], 1)
     for s in pl["sections"]:
+        if s.get("device", "host") != "host":
+            continue
         kind = "persistent" if s["persistent"] else "scratch"
         print(f"  {s['name']:<14} {human_bytes(s['bytes']):>10} {100 * s['bytes'] / total:5.1f}%  {kind}")
+    if pl.get("device_bytes") or pl.get("pinned_bytes"):
+        print(f"gpu plan: {human_bytes(pl['device_bytes'])} in one device allocation, "
+              f"{human_bytes(pl['pinned_bytes'])} pinned host staging")
+        dtotal = max(pl["device_bytes"], 1)
+        for s in pl["sections"]:
+            if s.get("device", "host") == "host":
+                continue
+            kind = "persistent" if s["persistent"] else "scratch"
+            print(f"  {s['name']:<16} {human_bytes(s['bytes']):>10} {100 * s['bytes'] / dtotal:5.1f}%  {kind}")
     return 0

@@ -47,6 +47,10 @@ void erk_row_to_device(int wtype, const void *src, void *dst, int n_in);
 /* Inverse for tests: device-layout row -> float values (host code). */
 void erk_row_dequant_host(int wtype, const void *dev_row, float *dst, int n_in);
 
+/* The same through the kernels' own element decoder compiled for the host
+ * (tests: checks the device-side offsets without a device). */
+void erk_row_decode_host(int wtype, const void *dev_row, float *dst, int n_in);
+
 /* ---- linear layers ---- */
 
 /* Scratch for erk_matmul with up to m_max rows of n_in_max inputs. */
