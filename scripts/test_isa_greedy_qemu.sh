@@ -6,7 +6,7 @@
 # emulated CPU can run:
 #   cortex-a72            generic, neon
 #   cortex-a76            generic, neon, neon-dotprod
-#   max, SVE 128..2048    neon, neon-dotprod, sve
+#   max, SVE 128..2048    neon, neon-dotprod, sve (and neon-i8mm at 128)
 # Every run must print the reference ids. One line per (cpu, table); exit 0
 # when all agree, 1 on a difference or failure, 77 (meson's "skipped") when
 # the cross tools or the native CLI are missing.
@@ -42,7 +42,13 @@ compile() { # out.o flags... src
 compile neon_q.o -DER_NEON_DOTPROD=0 "$K/neon/q_neon.c"
 compile neon_float.o "$K/neon/float_neon.c"
 compile neon_ew.o "$K/neon/ew_neon.c"
+compile neon_rlayout.o "$K/neon/repack_layout_neon.c"
+compile neon_rq.o -DER_NEON_DOTPROD=0 "$K/neon/repack_q_neon.c"
+compile neon_rq4k.o -DER_NEON_DOTPROD=0 "$K/neon/repack_q4_k_neon.c"
 compile neondp_q.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/q_neon.c"
+compile neondp_rq.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/repack_q_neon.c"
+compile neondp_rq4k.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/repack_q4_k_neon.c"
+compile neoni8.o -march=armv8.2-a+dotprod+i8mm "$K/neon/i8mm_neon.c"
 compile sve_q.o -march=armv8.2-a+sve "$K/sve/q_sve.c"
 compile sve_float.o -march=armv8.2-a+sve "$K/sve/float_sve.c"
 $CC $CFLAGS -static -o "$BUILD/edgerun-cli" \
@@ -81,6 +87,7 @@ check cortex-a76 cortex-a76 neon-dotprod
 for vl in 128 256 512; do
     for t in neon neon-dotprod sve; do check "sve$vl" "max,sve$vl=on" "$t"; done
 done
+check sve128 "max,sve128=on" neon-i8mm
 # qemu-user starts at 512 bits unless told the default length (in bytes)
 for t in neon-dotprod sve; do check sve2048 "max,sve2048=on,sve-default-vector-length=256" "$t"; done
 echo "reference (native generic) ids per prompt:"

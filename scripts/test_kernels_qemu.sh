@@ -4,7 +4,7 @@
 # under qemu-aarch64 on the CPUs our boards stand for:
 #   cortex-a72        NEON only            (table "neon"; no SDOT)
 #   cortex-a76        NEON + dotprod, fp16 ("neon", "neon-dotprod")
-#   max, SVE 128..2048 bits                ("neon", "neon-dotprod", "sve")
+#   max, SVE 128..2048 bits, i8mm          ("neon", "neon-dotprod", "neon-i8mm", "sve")
 # and prints one summary line per CPU. Exit status 0 when every run passes,
 # 1 when one fails, 77 (meson's "skipped") when the cross tools are missing.
 # Static linking keeps qemu independent of an arm64 sysroot at run time.
@@ -35,7 +35,13 @@ compile() { # out.o flags... src
 compile neon_q.o -DER_NEON_DOTPROD=0 "$K/neon/q_neon.c"
 compile neon_float.o "$K/neon/float_neon.c"
 compile neon_ew.o "$K/neon/ew_neon.c"
+compile neon_rlayout.o "$K/neon/repack_layout_neon.c"
+compile neon_rq.o -DER_NEON_DOTPROD=0 "$K/neon/repack_q_neon.c"
+compile neon_rq4k.o -DER_NEON_DOTPROD=0 "$K/neon/repack_q4_k_neon.c"
 compile neondp_q.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/q_neon.c"
+compile neondp_rq.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/repack_q_neon.c"
+compile neondp_rq4k.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/repack_q4_k_neon.c"
+compile neoni8.o -march=armv8.2-a+dotprod+i8mm "$K/neon/i8mm_neon.c"
 compile sve_q.o -march=armv8.2-a+sve "$K/sve/q_sve.c"
 compile sve_float.o -march=armv8.2-a+sve "$K/sve/float_sve.c"
 $CC $CFLAGS -static -o "$BUILD/test_kernels_isa" \

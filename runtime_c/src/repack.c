@@ -3,9 +3,12 @@
  * interleaved layout (er_kernels.repack_rows / repack / matmul_repacked),
  * in the arena's persistent "repacked" section.
  *
- * Only where a table has a layout that pays (today: AVX2 Q8_0, Q4_0 and
- * Q4_K, 8 rows each; the measurements are in kernels/x86/repack_*.c). The
- * mapped file is never written: the copy goes to the arena,
+ * Only where a table has a layout that pays: AVX2 Q8_0, Q4_0 and Q4_K, 8
+ * rows each (measured: kernels/x86/repack_*.c); NEON, NEON-dotprod and
+ * NEON-i8mm Q8_0, Q4_0 and Q4_K, 4 rows each (kernels/neon/repack_*.c;
+ * chosen for the load pattern, not yet timed on Arm hardware). SVE keeps the
+ * file layout (why: sve/table_sve.c). The mapped file is never written: the
+ * copy goes to the arena,
  * and the source pages are then released from this process (madvise
  * MADV_DONTNEED on the read-only file mapping: they stay in the page cache
  * and fault back in if the embedding look-up of a tied matrix needs them),

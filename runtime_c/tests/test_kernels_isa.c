@@ -442,7 +442,7 @@ static void check_attention(const er_kernels *k, const er_kernels *g) {
 
 /* ---------------------------------------------------------------- dispatch, FTZ */
 
-static const char *const k_names[] = {"generic", "avx2", "neon", "neon-dotprod", "sve"};
+static const char *const k_names[] = {"generic", "avx2", "neon", "neon-dotprod", "neon-i8mm", "sve"};
 
 static void check_forcing(const char *name, const er_kernels *k) {
     const char *why = NULL;
@@ -461,6 +461,7 @@ static void check_auto_choice(void) {
     if (strstr(feat, "avx2") && strstr(feat, "fma") && strstr(feat, "f16c")) want = "avx2";
 #elif defined(__aarch64__)
     if (strstr(feat, "sve>=256")) want = "sve";
+    else if (strstr(feat, "asimddp") && strstr(feat, "i8mm")) want = "neon-i8mm";
     else if (strstr(feat, "asimddp")) want = "neon-dotprod";
     else want = "neon";
 #endif

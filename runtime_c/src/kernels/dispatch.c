@@ -39,6 +39,7 @@ const er_kernels *er_kernels_avx2(void);
 #define ER_BUILD_ARM 1
 const er_kernels *er_kernels_neon(void);
 const er_kernels *er_kernels_neon_dotprod(void);
+const er_kernels *er_kernels_neon_i8mm(void);
 const er_kernels *er_kernels_sve(void);
 /* SVE vector length in bytes (sve/vl_sve.c); call only when HWCAP says SVE */
 unsigned er_sve_vector_bytes(void);
@@ -88,6 +89,8 @@ static const isa_entry k_built[] = {
     /* At 128 bits SVE holds what NEON holds and our vector-length-agnostic
      * loops pay for predicates, so neon-dotprod is preferred there. */
     {"sve", er_kernels_sve, CPU_ASIMD | CPU_SVE, CPU_SVE256},
+    /* neon-dotprod plus SMMLA prefill on the repacked Q8_0/Q4_0 layouts */
+    {"neon-i8mm", er_kernels_neon_i8mm, CPU_ASIMD | CPU_ASIMDDP | CPU_I8MM, 0},
     {"neon-dotprod", er_kernels_neon_dotprod, CPU_ASIMD | CPU_ASIMDDP, 0},
     {"neon", er_kernels_neon, CPU_ASIMD, 0},
 #endif
@@ -97,7 +100,7 @@ static const isa_entry k_built[] = {
 
 /* Every name EDGERUN_ISA may carry in some build, so a typo ("nonexistent")
  * is told apart from a real table this build simply lacks ("avx2" here). */
-static const char *const k_known[] = {"generic", "neon", "neon-dotprod", "sve", "avx2"};
+static const char *const k_known[] = {"generic", "neon", "neon-dotprod", "neon-i8mm", "sve", "avx2"};
 
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 static unsigned s_flags;
@@ -265,7 +268,7 @@ const er_kernels *er_kernels_select(const char *want, const char **reason) {
         }
     }
     er_fail(ER_EUNSUPPORTED,
-            "%s unknown kernel table '%.40s' (known names: generic neon neon-dotprod sve avx2 auto; "
+            "%s unknown kernel table '%.40s' (known names: generic neon neon-dotprod neon-i8mm sve avx2 auto; "
             "tables built: %s; CPU features: %s)",
             src, want, s_built_names, feat);
     return NULL;

@@ -1,14 +1,23 @@
 /*
- * table_neon.c — the "neon" (baseline armv8-a) and "neon-dotprod" tables.
- * Compiled for the baseline: it only stores addresses, so linking the
- * dotprod library never executes SDOT on a core without it. They differ
- * only in the quantized dots (widening multiplies vs SDOT). Rope stays
- * generic: a few hundred sin/cos per token are not worth a vector version.
+ * table_neon.c — the "neon" (baseline armv8-a), "neon-dotprod" and
+ * "neon-i8mm" tables. Compiled for the baseline: it only stores addresses,
+ * so linking the dotprod or i8mm library never executes SDOT or SMMLA on a
+ * core without it. They differ only in the quantized dots (widening
+ * multiplies vs SDOT) and, for neon-i8mm, in the repacked Q8_0/Q4_0 prefill
+ * (SMMLA). Rope stays generic: a few hundred sin/cos per token are not worth
+ * a vector version.
+ *
+ * neon-i8mm is its own table rather than a branch inside neon-dotprod: a
+ * table's entries are fixed addresses chosen once (no per-call feature
+ * test), EDGERUN_ISA=neon-dotprod still runs and tests the SDOT prefill on
+ * an i8mm core, and the tests compare each table with generic separately.
  */
 #include "neon.h"
+#include "repack_neon.h"
 #include "../generic/generic.h"
 
-#define NEON_TABLE(tname, p)                                                                                       \
+/* p: the dots' prefix; q8, q4: the repacked Q8_0/Q4_0 matmuls */
+#define NEON_TABLE(tname, p, q8, q4)                                                                               \
     {                                                                                                              \
         .name = tname,                                                                                             \
         .act_kind = ER_ACT_KINDS,                                                                           \
@@ -27,10 +36,19 @@
         .rmsnorm = er_neon_rmsnorm, .rope = er_gen_rope, .softmax = er_neon_softmax, .silu_mul = er_neon_silu_mul, \
         .add = er_neon_add, .attention = er_neon_attention, .f32_to_f16 = er_neon_f32_to_f16,                      \
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
+        /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \
+        .repack_rows = {[ER_W_Q8_0] = 4, [ER_W_Q4_0] = 4, [ER_W_Q4_K] = 4},                                        \
+        .repack = {[ER_W_Q8_0] = er_neon_repack_q8_0, [ER_W_Q4_0] = er_neon_repack_q4_0,                           \
+                   [ER_W_Q4_K] = er_neon_repack_q4_k},                                                             \
+        .matmul_repacked = {[ER_W_Q8_0] = q8, [ER_W_Q4_0] = q4, [ER_W_Q4_K] = p##_matmul_q4_kx4},                 \
     }
 
-static const er_kernels k_neon = NEON_TABLE("neon", er_neon);
-static const er_kernels k_neondp = NEON_TABLE("neon-dotprod", er_neondp);
+static const er_kernels k_neon = NEON_TABLE("neon", er_neon, er_neon_matmul_q8_0x4, er_neon_matmul_q4_0x4);
+static const er_kernels k_neondp =
+    NEON_TABLE("neon-dotprod", er_neondp, er_neondp_matmul_q8_0x4, er_neondp_matmul_q4_0x4);
+static const er_kernels k_neoni8 =
+    NEON_TABLE("neon-i8mm", er_neondp, er_neoni8_matmul_q8_0x4, er_neoni8_matmul_q4_0x4);
 
 const er_kernels *er_kernels_neon(void) { return &k_neon; }
 const er_kernels *er_kernels_neon_dotprod(void) { return &k_neondp; }
+const er_kernels *er_kernels_neon_i8mm(void) { return &k_neoni8; }

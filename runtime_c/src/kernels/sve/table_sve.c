@@ -3,6 +3,13 @@
  * kernels (every SVE core has NEON; those kernels are streaming and gain
  * nothing from longer vectors at these sizes). Compiled for the baseline: it
  * only stores addresses.
+ *
+ * No repacked layout (repack_rows all 0: the file layout): the NEON layouts
+ * (neon/repack_neon.h) put 4 rows in one 128-bit vector, and a layout that
+ * suits vector-length-agnostic code would have to interleave VL/32 rows —
+ * a layout, and an arena plan, that depend on the machine's vector length.
+ * This table is chosen automatically only at 256 bits or more; at 128 bits
+ * neon-dotprod / neon-i8mm (with the layouts) win the choice.
  */
 #include "sve.h"
 #include "../neon/neon.h"

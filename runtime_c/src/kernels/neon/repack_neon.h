@@ -1,0 +1,73 @@
+/*
+ * repack_neon.h — the Arm 4-row interleaved weight layouts (internal), shared
+ * by the "neon", "neon-dotprod" and "neon-i8mm" tables.
+ *
+ * One layout per type for all three tables (repack_rows = 4, the same bytes
+ * as the file's 4 rows; written at open by er_neon_repack_*): for each group
+ * of 4 weight rows and each block index, one record in which a 16-byte load
+ * gives 4 consecutive bytes of each of the 4 rows, row r in 32-bit lane r.
+ * That is what SDOT by element (vdotq_laneq_s32) wants: the activation's 16
+ * bytes are loaded once and lane l of them meets every row, so the 4 rows'
+ * sums come out in the 4 lanes with no horizontal sum. SMMLA wants 8 bytes
+ * of 2 rows instead; one vzip1q_s32/vzip2q_s32 of two neighbouring groups
+ * makes that, which costs less than a second layout (and a second decode
+ * kernel) for the i8mm table.
+ *
+ *   Q8_0x4  { f16 d[4]; int8 q[8][4][4] }      q[g][r]: row r's qs[4g..4g+3]
+ *   Q4_0x4  { f16 d[4]; u8 q[4][4][4] }        q[c][r]: row r's qs[4c..4c+3]
+ *           (low nibbles: elements 4c.., high nibbles: elements 16+4c..)
+ *   Q4_Kx4  { f16 d[4], dmin[4]; u8 sl[32]; u8 sh[16]; u8 qs[4][8][4][4] }
+ *           qs[c][g][r]: row r's qs[32c+4g..+3] (low nibbles: sub-block 2c,
+ *           high: 2c+1, elements 4g..); sl[4j+r] = sc_j & 15 | (mn_j & 15) << 4
+ *           for row r, sub-block j; sh[4jj+r] the top two bits of sc_jj (bits
+ *           0-1), mn_jj (2-3), sc_jj+4 (4-5), mn_jj+4 (6-7). The 6-bit
+ *           scales are re-encoded, not permuted: a few vector ops per record
+ *           give all 4 rows' scales, where the file layout needs
+ *           er_kq_scale_min's scalar unpacking per row.
+ */
+#ifndef ER_KERNELS_REPACK_NEON_H
+#define ER_KERNELS_REPACK_NEON_H
+
+#include "../kernels.h"
+
+typedef struct {
+    er_f16 d[4];
+    int8_t q[128];
+} er_blk_q8_0x4;
+
+typedef struct {
+    er_f16 d[4];
+    uint8_t q[64];
+} er_blk_q4_0x4;
+
+typedef struct {
+    er_f16 d[4];
+    er_f16 dmin[4];
+    uint8_t sl[32];
+    uint8_t sh[16];
+    uint8_t qs[512];
+} er_blk_q4_kx4;
+
+_Static_assert(sizeof(er_blk_q8_0x4) == 4 * sizeof(er_block_q8_0), "Q8_0x4 must be 4 blocks' bytes");
+_Static_assert(sizeof(er_blk_q4_0x4) == 4 * sizeof(er_block_q4_0), "Q4_0x4 must be 4 blocks' bytes");
+_Static_assert(sizeof(er_blk_q4_kx4) == 4 * sizeof(er_block_q4_k), "Q4_Kx4 must be 4 blocks' bytes");
+
+/* repack_layout_neon.c (plain C, baseline) */
+void er_neon_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_neon_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_neon_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+
+/* repack_q_neon.c and repack_q4_k_neon.c, compiled twice like q_neon.c:
+ * er_neon_* with widening multiplies, er_neondp_* with SDOT */
+#define ER_NEON_REPACK_DECL(p)                                                                                     \
+    void p##_matmul_q8_0x4(const er_matmul_args *a);                                                               \
+    void p##_matmul_q4_0x4(const er_matmul_args *a);                                                               \
+    void p##_matmul_q4_kx4(const er_matmul_args *a);
+ER_NEON_REPACK_DECL(er_neon)
+ER_NEON_REPACK_DECL(er_neondp)
+
+/* i8mm_neon.c (-march=armv8.6-a+i8mm): SMMLA prefill, SDOT decode (m = 1) */
+void er_neoni8_matmul_q8_0x4(const er_matmul_args *a);
+void er_neoni8_matmul_q4_0x4(const er_matmul_args *a);
+
+#endif
