@@ -7,7 +7,7 @@
  * is exact, so the only error is float accumulation over the n/32 blocks,
  * bounded by 2 * nb * 2^-24 * sum_b |d_w d_x isum_b| (with margin; the
  * scales products themselves round once each). Shapes cover one and several
- * activation tiles (m = 1..9), widths spanning more than one 256-block slice
+ * activation tiles (m = 1..13), widths spanning more than one 256-block slice
  * of the kernel's stack arrays (n = 8224), and row ranges [r0, r1) inside the
  * matrix; outputs outside the range must stay untouched. The repacked copy
  * must be the same size and hold the same bytes (a permutation).
@@ -211,7 +211,7 @@ int main(void) {
             if (wt == ER_W_Q4_K) {
                 /* 16640 = 65 super-blocks: more than one 64-block slice */
                 const int ns[] = {256, 768, 2048, 16640};
-                const int ms[] = {1, 2, 3, 4, 5, 9};
+                const int ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 13};
                 for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
                     for (size_t b = 0; b < sizeof ms / sizeof ms[0]; b++) {
                         check_table_q4_k(k, ns[a], unit, ms[b]);
@@ -224,7 +224,8 @@ int main(void) {
             }
             if (wt != ER_W_Q4_0 && wt != ER_W_Q8_0) continue;
             const int ns[] = {32, 96, 768, 8224};
-            const int ms[] = {1, 2, 3, 4, 5, 9};
+            /* 6, 7 and 13: one full 6-row prefill tile, one and a row, two and a row */
+            const int ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 13};
             for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
                 for (size_t b = 0; b < sizeof ms / sizeof ms[0]; b++) {
                     check_table(k, wt, ns[a], unit, ms[b]);
