@@ -85,19 +85,6 @@ static void sync_check(const char *what) {
 
 static const char *wname[ER_W_COUNT] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"};
 
-static size_t gguf_row_bytes(int w, int n) {
-    switch (w) {
-    case ER_W_F32: return (size_t)n * 4;
-    case ER_W_F16: case ER_W_BF16: return (size_t)n * 2;
-    case ER_W_Q8_0: return (size_t)(n / 32) * sizeof(er_block_q8_0);
-    case ER_W_Q4_0: return (size_t)(n / 32) * sizeof(er_block_q4_0);
-    case ER_W_Q4_K: return (size_t)(n / 256) * sizeof(er_block_q4_k);
-    case ER_W_Q5_K: return (size_t)(n / 256) * sizeof(er_block_q5_k);
-    case ER_W_Q6_K: return (size_t)(n / 256) * sizeof(er_block_q6_k);
-    default: return 0;
-    }
-}
-
 static er_f16 small_scale(float lo, float hi) { return er_f32_to_f16(lo + (hi - lo) * (randf() * 0.5f + 0.5f)); }
 
 /* One random, well-formed GGUF row (finite scales of realistic size). */
@@ -127,7 +114,7 @@ static void random_row(int w, uint8_t *dst, int n) {
     default: break;
     }
     /* quantized: random quant bytes everywhere, then sane scales */
-    const size_t rb = gguf_row_bytes(w, n);
+    const size_t rb = erk_gguf_row_bytes(w, n);
     for (size_t i = 0; i < rb; i++)
         dst[i] = (uint8_t)next_u32();
     switch (w) {
@@ -173,7 +160,7 @@ static void random_row(int w, uint8_t *dst, int n) {
 
 /* Uploads n_rows random rows in the device layout; fills raw (GGUF) too. */
 static uint8_t *make_weights(int w, int n, int rows, std::vector<uint8_t> &raw) {
-    const size_t gb = gguf_row_bytes(w, n), db = erk_row_bytes(w, n);
+    const size_t gb = erk_gguf_row_bytes(w, n), db = erk_row_bytes(w, n);
     raw.assign(gb * rows, 0);
     std::vector<uint8_t> dev(db * rows);
     for (int r = 0; r < rows; r++) {
@@ -192,7 +179,7 @@ static int is_int_path(int w) { return w == ER_W_Q8_0 || w == ER_W_Q4_0 || w == 
 static void test_matmul_case(int w, int n, int n_out, int m, int acc) {
     std::vector<uint8_t> raw;
     uint8_t *dw = make_weights(w, n, n_out, raw);
-    const size_t gb = gguf_row_bytes(w, n);
+    const size_t gb = erk_gguf_row_bytes(w, n);
     std::vector<float> W((size_t)n_out * n), x((size_t)m * n), y0((size_t)m * n_out), y((size_t)m * n_out);
     for (int r = 0; r < n_out; r++)
         gen->dequant_row[w](raw.data() + gb * r, W.data() + (size_t)r * n, n);
@@ -317,7 +304,7 @@ static void test_embed() {
             if (ids[b] < 0) {
                 std::fill(ref.begin(), ref.end(), 0.0f);
             } else {
-                gen->dequant_row[w](raw.data() + gguf_row_bytes(w, n) * ids[b], ref.data(), n);
+                gen->dequant_row[w](raw.data() + erk_gguf_row_bytes(w, n) * ids[b], ref.data(), n);
             }
             CHECK(memcmp(ref.data(), got.data() + (size_t)b * n, n * sizeof(float)) == 0,
                   "%s: embedded row %d (id %d) differs from dequant_row", wname[w], b, ids[b]);

@@ -28,19 +28,6 @@ static uint32_t next_u32(void) {
     return (uint32_t)(rng >> 16);
 }
 
-static size_t gguf_row_bytes(int w, int n) {
-    switch (w) {
-    case ER_W_F32: return (size_t)n * 4;
-    case ER_W_F16: case ER_W_BF16: return (size_t)n * 2;
-    case ER_W_Q8_0: return (size_t)(n / 32) * sizeof(er_block_q8_0);
-    case ER_W_Q4_0: return (size_t)(n / 32) * sizeof(er_block_q4_0);
-    case ER_W_Q4_K: return (size_t)(n / 256) * sizeof(er_block_q4_k);
-    case ER_W_Q5_K: return (size_t)(n / 256) * sizeof(er_block_q5_k);
-    case ER_W_Q6_K: return (size_t)(n / 256) * sizeof(er_block_q6_k);
-    default: return 0;
-    }
-}
-
 static int block_of(int w) {
     switch (w) {
     case ER_W_Q8_0: case ER_W_Q4_0: return 32;
@@ -65,14 +52,14 @@ int main(void) {
             CHECK(erk_row_bytes(w, block_of(w) / 2) == 0, "%s: width %d accepted", wname[w], block_of(w) / 2);
         } else {
             /* odd float widths are fine: only their padding changes */
-            CHECK(erk_row_bytes(w, 3) % 16 == 0 && erk_row_bytes(w, 3) >= gguf_row_bytes(w, 3), "%s: width 3", wname[w]);
+            CHECK(erk_row_bytes(w, 3) % 16 == 0 && erk_row_bytes(w, 3) >= erk_gguf_row_bytes(w, 3), "%s: width 3", wname[w]);
         }
         CHECK(erk_row_bytes(w, 0) == 0, "%s: width 0 accepted", wname[w]);
         CHECK(erk_row_bytes(w, -32) == 0, "%s: negative width accepted", wname[w]);
 
         for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
             const int n = widths[wi];
-            const size_t rb = erk_row_bytes(w, n), gb = gguf_row_bytes(w, n);
+            const size_t rb = erk_row_bytes(w, n), gb = erk_gguf_row_bytes(w, n);
             CHECK(rb > 0 && rb % 16 == 0, "%s n=%d: row bytes %zu", wname[w], n, rb);
             CHECK(rb >= gb && rb < gb + 16 + (size_t)(n / block_of(w)) * 2 + 16,
                   "%s n=%d: row bytes %zu vs GGUF %zu", wname[w], n, rb, gb);

@@ -40,6 +40,10 @@ typedef struct CUstream_st *erk_stream;   /* the same type as cudaStream_t */
  * supported (n_in must be a multiple of the type's block). */
 size_t erk_row_bytes(int wtype, int n_in);
 
+/* Bytes of the same row in the GGUF layout (what erk_row_to_device reads;
+ * the tests size their source rows with it). 0 for an unknown wtype. */
+size_t erk_gguf_row_bytes(int wtype, int n_in);
+
 /* Converts one row from the GGUF layout (src) into the device layout (dst,
  * erk_row_bytes bytes; padding zeroed). Pure host code. */
 void erk_row_to_device(int wtype, const void *src, void *dst, int n_in);

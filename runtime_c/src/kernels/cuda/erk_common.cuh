@@ -293,6 +293,80 @@ __device__ __forceinline__ void erk_quant_row_block(bool q8k, const float *x, in
 #define ERK_MV_WARPS 4
 static inline int erk_mv_rows_per_warp(int n_out) { return n_out >= 16384 ? 4 : (n_out >= 4096 ? 2 : 1); }
 
+/* The quantized activation row (erk_act's layout) one decode-matvec block
+ * reads: FUSED, the block quantizes x into dynamic shared memory itself
+ * (erk_fused_smem(n) bytes; Q8_K blocks when q8k, else Q8_0) and syncs
+ * before any warp reads it, so every thread of the block must call this,
+ * before any early exit; otherwise activation row b (blockIdx.y) of the
+ * pre-quantized global arrays. */
+struct erk_mv_x {
+    const int8_t *q;
+    const float *d;
+    const int32_t *s;
+};
+
+template <bool FUSED>
+__device__ __forceinline__ erk_mv_x erk_mv_x_row(bool q8k, int n, int b, const float *x, const int8_t *xq_g,
+                                                 const float *xd_g, const int32_t *xs_g) {
+    extern __shared__ int4 erk_smem[];
+    erk_mv_x r;
+    if (FUSED) {
+        int8_t *q = reinterpret_cast<int8_t *>(erk_smem);
+        float *d = reinterpret_cast<float *>(q + n);
+        int32_t *s = reinterpret_cast<int32_t *>(d + n / 32);
+        erk_quant_row_block(q8k, x, n, q, d, s);
+        __syncthreads();
+        r.q = q;
+        r.d = d;
+        r.s = s;
+    } else {
+        r.q = xq_g + (size_t)b * n;
+        r.d = xd_g + (size_t)b * (n / 32);
+        r.s = xs_g + (size_t)b * (n / 32);
+    }
+    return r;
+}
+
+/* The U 16-byte weight chunks base + 32u + lane (zero past nch) a lane
+ * issues together before using any, so U loads are in flight at once. */
+template <int U>
+__device__ __forceinline__ void erk_mv_load(int4 (&wv)[U], const int4 *wq, int base, int lane, int nch) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int c = base + 32 * u + lane;
+        wv[u] = c < nch ? __ldg(wq + c) : make_int4(0, 0, 0, 0);
+    }
+}
+
+/* A warp's partial sums to y[b][row] (added to it when acc); the whole warp
+ * must call (it shuffles). */
+__device__ __forceinline__ void erk_mv_store(float sum, int lane, float *y, int b, int n_out, int row, int acc) {
+    sum = erk_warp_sum(sum);
+    if (lane == 0) {
+        float *yo = y + (size_t)b * n_out + row;
+        *yo = acc ? *yo + sum : sum;
+    }
+}
+
+/* The integer matvec kernels' common signature (Q8_0 takes xs_g only to
+ * share it), and their launch: FUSED when the caller has no pre-quantized
+ * activations (a.qs == NULL, m == 1). */
+typedef void (*erk_mv_kernel)(const uint8_t *w, size_t row_bytes, int n, int n_out, int rpw, const float *x,
+                              const int8_t *xq_g, const float *xd_g, const int32_t *xs_g, float *y, int acc);
+
+static inline void erk_mv_launch(cudaStream_t st, erk_mv_kernel fused, erk_mv_kernel pre, int wtype, const void *w,
+                                 int n_in, int n_out, const float *x, erk_act a, int m, float *y, int acc) {
+    const int rpw = erk_mv_rows_per_warp(n_out), rows = rpw * ERK_MV_WARPS;
+    dim3 grid((unsigned)((n_out + rows - 1) / rows), (unsigned)m);
+    const uint8_t *wb = static_cast<const uint8_t *>(w);
+    const size_t rb = erk_row_bytes(wtype, n_in);
+    if (!a.qs)
+        fused<<<grid, 32 * ERK_MV_WARPS, erk_fused_smem(n_in), st>>>(wb, rb, n_in, n_out, rpw, x, nullptr, nullptr,
+                                                                      nullptr, y, acc);
+    else
+        pre<<<grid, 32 * ERK_MV_WARPS, 0, st>>>(wb, rb, n_in, n_out, rpw, nullptr, a.qs, a.d, a.s, y, acc);
+}
+
 /* Launchers shared between the matmul files (erk_matmul is in matmul.cu).
  * x is the float input (used when fused, i.e. a.qs == NULL and m == 1). */
 void erk_quantize_act(cudaStream_t st, int wtype, const float *x, int m, int n, erk_act a);

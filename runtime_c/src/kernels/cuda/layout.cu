@@ -17,7 +17,7 @@ extern "C" {
 #include "kernels/generic/generic.h"
 }
 
-static size_t raw_row_bytes(int wtype, int n) {
+extern "C" size_t erk_gguf_row_bytes(int wtype, int n) {
     switch (wtype) {
     case ER_W_F32: return (size_t)n * 4;
     case ER_W_F16: case ER_W_BF16: return (size_t)n * 2;
@@ -70,7 +70,7 @@ static void move(const void *raw, uint8_t *dev, size_t bytes) { memcpy(dev, raw,
 static void convert(int wtype, const uint8_t *raw, uint8_t *dev, int n) {
     switch (wtype) {
     case ER_W_F32: case ER_W_F16: case ER_W_BF16:
-        move(raw, dev, raw_row_bytes(wtype, n));
+        move(raw, dev, erk_gguf_row_bytes(wtype, n));
         return;
     case ER_W_Q8_0:
         for (int i = 0; i < n / 32; i++) {

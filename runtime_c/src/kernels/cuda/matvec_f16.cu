@@ -19,11 +19,7 @@ __global__ void k_mv_f16(const uint8_t *__restrict__ w, size_t row_bytes, int n,
     float sum = 0.0f;
     for (int base = 0; base < nch; base += 32 * MV_UNROLL) {
         int4 wv[MV_UNROLL];
-#pragma unroll
-        for (int u = 0; u < MV_UNROLL; u++) {
-            const int c = base + 32 * u + lane;
-            wv[u] = c < nch ? __ldg(wq + c) : make_int4(0, 0, 0, 0);
-        }
+        erk_mv_load(wv, wq, base, lane, nch);
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; u++) {
             const int c = base + 32 * u + lane;
@@ -37,11 +33,7 @@ __global__ void k_mv_f16(const uint8_t *__restrict__ w, size_t row_bytes, int n,
             }
         }
     }
-    sum = erk_warp_sum(sum);
-    if (lane == 0) {
-        float *yo = y + (size_t)b * n_out + row;
-        *yo = acc ? *yo + sum : sum;
-    }
+    erk_mv_store(sum, lane, y, b, n_out, row, acc);
 }
 
 void erk_matvec_f16(cudaStream_t st, const void *w, int n_in, int n_out, const float *x, int m, float *y, int acc) {

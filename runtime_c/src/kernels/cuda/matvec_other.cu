@@ -19,11 +19,7 @@ __global__ void k_mv_simple(const uint8_t *__restrict__ w, size_t row_bytes, int
     float sum = 0.0f;
     for (int e = lane; e < n; e += 32)
         sum += erk_deq(WT, wr, n, e) * xr[e];
-    sum = erk_warp_sum(sum);
-    if (lane == 0) {
-        float *yo = y + (size_t)b * n_out + row;
-        *yo = acc ? *yo + sum : sum;
-    }
+    erk_mv_store(sum, lane, y, b, n_out, row, acc);
 }
 
 void erk_matvec_simple(cudaStream_t st, int wtype, const void *w, int n_in, int n_out, const float *x, int m,

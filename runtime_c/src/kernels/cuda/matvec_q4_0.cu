@@ -17,25 +17,11 @@ __global__ void __launch_bounds__(32 * ERK_MV_WARPS)
     k_mv_q4_0(const uint8_t *__restrict__ w, size_t row_bytes, int n, int n_out, int rpw, const float *__restrict__ x,
               const int8_t *__restrict__ xq_g, const float *__restrict__ xd_g, const int32_t *__restrict__ xs_g,
               float *__restrict__ y, int acc) {
-    extern __shared__ int4 erk_smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, b = blockIdx.y;
-    const int8_t *xq;
-    const float *dx;
-    const int32_t *sx;
-    if (FUSED) {
-        int8_t *q = reinterpret_cast<int8_t *>(erk_smem);
-        float *d = reinterpret_cast<float *>(q + n);
-        int32_t *s = reinterpret_cast<int32_t *>(d + n / 32);
-        erk_quant_row_block(false, x, n, q, d, s);
-        __syncthreads();
-        xq = q;
-        dx = d;
-        sx = s;
-    } else {
-        xq = xq_g + (size_t)b * n;
-        dx = xd_g + (size_t)b * (n / 32);
-        sx = xs_g + (size_t)b * (n / 32);
-    }
+    const erk_mv_x xa = erk_mv_x_row<FUSED>(false, n, b, x, xq_g, xd_g, xs_g);
+    const int8_t *xq = xa.q;
+    const float *dx = xa.d;
+    const int32_t *sx = xa.s;
     const int4 *xv = reinterpret_cast<const int4 *>(xq);
     const int nb = n / 32;
     for (int k = 0; k < rpw; k++) {
@@ -48,11 +34,7 @@ __global__ void __launch_bounds__(32 * ERK_MV_WARPS)
         float sum = 0.0f;
         for (int base = 0; base < nb; base += 32 * MV_UNROLL) {
             int4 wv[MV_UNROLL];
-#pragma unroll
-            for (int u = 0; u < MV_UNROLL; u++) {
-                const int c = base + 32 * u + lane;
-                wv[u] = c < nb ? __ldg(wq + c) : make_int4(0, 0, 0, 0);
-            }
+            erk_mv_load(wv, wq, base, lane, nb);
 #pragma unroll
             for (int u = 0; u < MV_UNROLL; u++) {
                 const int c = base + 32 * u + lane;
@@ -72,24 +54,11 @@ __global__ void __launch_bounds__(32 * ERK_MV_WARPS)
                 }
             }
         }
-        sum = erk_warp_sum(sum);
-        if (lane == 0) {
-            float *yo = y + (size_t)b * n_out + row;
-            *yo = acc ? *yo + sum : sum;
-        }
+        erk_mv_store(sum, lane, y, b, n_out, row, acc);
     }
 }
 
 void erk_matvec_q4_0(cudaStream_t st, const void *w, int n_in, int n_out, const float *x, erk_act a, int m, float *y,
                      int acc) {
-    const int rpw = erk_mv_rows_per_warp(n_out), rows = rpw * ERK_MV_WARPS;
-    dim3 grid((unsigned)((n_out + rows - 1) / rows), (unsigned)m);
-    const uint8_t *wb = static_cast<const uint8_t *>(w);
-    const size_t rb = erk_row_bytes(ER_W_Q4_0, n_in);
-    if (!a.qs)
-        k_mv_q4_0<true><<<grid, 32 * ERK_MV_WARPS, erk_fused_smem(n_in), st>>>(wb, rb, n_in, n_out, rpw, x, nullptr,
-                                                                              nullptr, nullptr, y, acc);
-    else
-        k_mv_q4_0<false><<<grid, 32 * ERK_MV_WARPS, 0, st>>>(wb, rb, n_in, n_out, rpw, nullptr, a.qs, a.d, a.s, y,
-                                                             acc);
+    erk_mv_launch(st, k_mv_q4_0<true>, k_mv_q4_0<false>, ER_W_Q4_0, w, n_in, n_out, x, a, m, y, acc);
 }

@@ -18,25 +18,11 @@ __global__ void __launch_bounds__(32 * ERK_MV_WARPS)
     k_mv_q4_k(const uint8_t *__restrict__ w, size_t row_bytes, int n, int n_out, int rpw, const float *__restrict__ x,
               const int8_t *__restrict__ xq_g, const float *__restrict__ xd_g, const int32_t *__restrict__ xs_g,
               float *__restrict__ y, int acc) {
-    extern __shared__ int4 erk_smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, b = blockIdx.y;
-    const int8_t *xr;
-    const float *dx;
-    const int32_t *sx;
-    if (FUSED) {
-        int8_t *q = reinterpret_cast<int8_t *>(erk_smem);
-        float *d = reinterpret_cast<float *>(q + n);
-        int32_t *s = reinterpret_cast<int32_t *>(d + n / 32);
-        erk_quant_row_block(true, x, n, q, d, s);
-        __syncthreads();
-        xr = q;
-        dx = d;
-        sx = s;
-    } else {
-        xr = xq_g + (size_t)b * n;
-        dx = xd_g + (size_t)b * (n / 32);
-        sx = xs_g + (size_t)b * (n / 32);
-    }
+    const erk_mv_x xa = erk_mv_x_row<FUSED>(true, n, b, x, xq_g, xd_g, xs_g);
+    const int8_t *xr = xa.q;
+    const float *dx = xa.d;
+    const int32_t *sx = xa.s;
     const int nch = n / 32; /* a multiple of 8: groups of 8 lanes are all in or all out */
     const int k = lane & 7, c = k >> 1, h = k & 1;
     for (int rr = 0; rr < rpw; rr++) {
@@ -49,11 +35,7 @@ __global__ void __launch_bounds__(32 * ERK_MV_WARPS)
         float sum = 0.0f;
         for (int base = 0; base < nch; base += 32 * MV_UNROLL) {
             int4 wv[MV_UNROLL];
-#pragma unroll
-            for (int u = 0; u < MV_UNROLL; u++) {
-                const int ch = base + 32 * u + lane;
-                wv[u] = ch < nch ? __ldg(wq + ch) : make_int4(0, 0, 0, 0);
-            }
+            erk_mv_load(wv, wq, base, lane, nch);
 #pragma unroll
             for (int u = 0; u < MV_UNROLL; u++) {
                 const int ch = base + 32 * u + lane;
@@ -96,24 +78,11 @@ __global__ void __launch_bounds__(32 * ERK_MV_WARPS)
                 }
             }
         }
-        sum = erk_warp_sum(sum);
-        if (lane == 0) {
-            float *yo = y + (size_t)b * n_out + row;
-            *yo = acc ? *yo + sum : sum;
-        }
+        erk_mv_store(sum, lane, y, b, n_out, row, acc);
     }
 }
 
 void erk_matvec_q4_k(cudaStream_t st, const void *w, int n_in, int n_out, const float *x, erk_act a, int m, float *y,
                      int acc) {
-    const int rpw = erk_mv_rows_per_warp(n_out), rows = rpw * ERK_MV_WARPS;
-    dim3 grid((unsigned)((n_out + rows - 1) / rows), (unsigned)m);
-    const uint8_t *wb = static_cast<const uint8_t *>(w);
-    const size_t rb = erk_row_bytes(ER_W_Q4_K, n_in);
-    if (!a.qs)
-        k_mv_q4_k<true><<<grid, 32 * ERK_MV_WARPS, erk_fused_smem(n_in), st>>>(wb, rb, n_in, n_out, rpw, x, nullptr,
-                                                                              nullptr, nullptr, y, acc);
-    else
-        k_mv_q4_k<false><<<grid, 32 * ERK_MV_WARPS, 0, st>>>(wb, rb, n_in, n_out, rpw, nullptr, a.qs, a.d, a.s, y,
-                                                             acc);
+    erk_mv_launch(st, k_mv_q4_k<true>, k_mv_q4_k<false>, ER_W_Q4_K, w, n_in, n_out, x, a, m, y, acc);
 }
