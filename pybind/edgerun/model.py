@@ -159,10 +159,10 @@ class Model:
     runs the model on GPU 0 (a library built with -Dcuda=enabled; otherwise,
     or without a GPU/driver, UnsupportedError says which is missing); the
     default "cpu" uses the kernel table `isa` or the best for this CPU.
-    cpu_mask pins
-    the worker threads (not the calling thread, which takes part in every
-    step: pin it yourself with os.sched_setaffinity) to CPUs given as a bit
-    mask or CPU numbers, e.g. a board's big cores: Board.cpus("big")."""
+    cpu_mask pins the worker threads (not the calling thread, which takes
+    part in every step: pin it yourself with os.sched_setaffinity) to CPUs
+    given as a bit mask or CPU numbers, e.g. a board's big cores:
+    Board.cpus("big")."""
 
     def __init__(self, path=None, n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32",
                  isa=None, arena=None, trace_events=0, cpu_mask=None, device=None):
