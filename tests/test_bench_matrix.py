@@ -50,6 +50,8 @@ def test_membw_probe_reports_json():
     rows = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     assert [x["threads"] for x in rows] == [1, 2]
     assert all(x["gb_per_s"] > 0.1 and x["passes"] >= 3 for x in rows)
+    # the best pass bounds the median pass from above
+    assert all(0.1 < x["median_gb_per_s"] <= x["gb_per_s"] for x in rows)
     bad = subprocess.run([str(exe), "1"], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "usage" in bad.stderr
 
@@ -61,18 +63,20 @@ def _fake_report():
                      "decode_tokens_per_s": dec, "ttft_ms": 5.0, "peak_rss_bytes": 50 << 20,
                      "spread": {"prefill_tokens_per_s": [800.0, 950.0], "decode_tokens_per_s": [dec - 5, dec + 5],
                                 "ttft_ms": [4.0, 6.0]},
-                     "pct_of_bandwidth": dec / 2, "weight_bytes_per_token": 10 ** 7})
+                     "pct_of_bandwidth": dec / 2, "pct_of_median_bandwidth": dec / 1.6,
+                     "weight_bytes_per_token": 10 ** 7})
     rows.append({"engine": "llama.cpp", "shape": "15m", "type": "f32", "threads": 1, "error": "boom"})
     return {"machine": {"cpu": "Test CPU", "machine": "x86_64", "cpus": 2}, "date": "today", "seconds": 12.0,
             "load_avg_before": [0.1, 0.2, 0.3], "load_avg_after": [0.2, 0.2, 0.3],
-            "bandwidth_gb_per_s": {"1": 20.0}, "bandwidth_probe": "test", "prompt_tokens": 64, "gen_tokens": 128,
+            "bandwidth_gb_per_s": {"1": 20.0}, "median_bandwidth_gb_per_s": {"1": 16.0}, "bandwidth_probe": "test", "prompt_tokens": 64, "gen_tokens": 128,
             "repeat": 3, "ctx": 256, "llama_cpp": "installed", "results": rows}
 
 
 def test_markdown_section_and_doc_update(tmp_path):
     md = bench.format_markdown(_fake_report(), "performance.png")
     assert md.startswith("## Throughput")
-    assert "| 15m | q8_0 | 1 | edgerun | 900.0 [800.0-950.0] | 120.0 [115.0-125.0] | 60% | 50.0 | 1.20x |" in md
+    assert "| 15m | q8_0 | 1 | edgerun | 900.0 [800.0-950.0] | 120.0 [115.0-125.0] | 60% | 75% | 50.0 | 1.20x |" in md
+    assert "median pass: 1 thread(s): 16.0 GB/s" in md
     assert "| 15m | f32 | 1 | llama.cpp | error: boom |" in md
     assert "![decode tokens/s" in md and "load average" in md
     other = "# Performance\n\n## Latency stability\n\nnumbers\n"

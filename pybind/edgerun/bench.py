@@ -354,10 +354,11 @@ def membw_binary():
     return next((c for c in cands if c.is_file() and os.access(c, os.X_OK)), None)
 
 
-def measure_bandwidth(threads, mib=512):
+def measure_bandwidth(threads, mib=512, median=None):
     """{threads: GB/s} of streaming reads, and the probe used. The C probe
     (best of several passes) when built; otherwise numpy, one thread, which
-    reads slower than the C loop and so overstates % of bandwidth."""
+    reads slower than the C loop and so overstates % of bandwidth. With the
+    C probe, `median` (a dict) also receives each count's median pass."""
     exe = membw_binary()
     if exe is not None:
         r = subprocess.run([str(exe), str(mib), *map(str, threads)], capture_output=True, text=True, timeout=300)
@@ -367,6 +368,8 @@ def measure_bandwidth(threads, mib=512):
                 if line.startswith("{"):
                     d = json.loads(line)
                     out[int(d["threads"])] = float(d["gb_per_s"])
+                    if median is not None and "median_gb_per_s" in d:
+                        median[int(d["threads"])] = float(d["median_gb_per_s"])
             if out:
                 return out, f"{exe.name} (C, {mib} MiB, best pass)"
     import numpy as np
@@ -404,7 +407,8 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3,
     # Measured before and after the engines, keeping the higher figure per
     # thread count: a probe that other processes disturb only reads low, and
     # a low bandwidth would flatter every engine's % of it.
-    bw, probe = measure_bandwidth(threads)
+    med = {}
+    bw, probe = measure_bandwidth(threads, median=med)
     log("bench: read bandwidth " + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in sorted(bw.items())))
     llama = peer and llama_cpp_available()
     engines = ("edgerun", "llama.cpp") if llama else ("edgerun",)
@@ -429,15 +433,21 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3,
                     else:
                         log(f"bench: {shape} {wt} t={t} {engine}: error: {r['error']}")
                     rows.append(r)
-    bw_after, _ = measure_bandwidth(threads)
+    med_after = {}
+    bw_after, _ = measure_bandwidth(threads, median=med_after)
     log("bench: read bandwidth after " + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in sorted(bw_after.items())))
     bw_before = dict(bw)
     for t in threads:
         bw[t] = max(bw[t], bw_after.get(t, 0.0))
+        if t in med or t in med_after:
+            med[t] = max(med.get(t, 0.0), med_after.get(t, 0.0))
     for r in rows:
         if "error" not in r:
             r["bandwidth_gb_per_s"] = bw[r["threads"]]
             r["pct_of_bandwidth"] = 100.0 * r["decode_weight_gb_per_s"] / bw[r["threads"]]
+            if med.get(r["threads"]):
+                r["median_bandwidth_gb_per_s"] = med[r["threads"]]
+                r["pct_of_median_bandwidth"] = 100.0 * r["decode_weight_gb_per_s"] / med[r["threads"]]
     if peer and not llama:
         peer_status = LLAMA_MISSING
     else:
@@ -445,6 +455,7 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3,
     return {"kind": "matrix", "machine": machine_info(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "seconds": round(time.time() - t_start, 1), "load_avg_before": list(load_before),
             "load_avg_after": list(os.getloadavg()), "bandwidth_gb_per_s": {str(k): v for k, v in bw.items()},
+            "median_bandwidth_gb_per_s": {str(k): v for k, v in med.items()},
             "bandwidth_before_after": {str(k): [bw_before[k], bw_after.get(k)] for k in bw},
             "bandwidth_probe": probe, "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens,
             "repeat": repeat, "ctx": MATRIX_CTX, "kv_type": kv_type, "llama_cpp": peer_status, "results": rows}
@@ -467,6 +478,8 @@ def format_markdown(rep, plot_name=None):
     m = rep["machine"]
     la, lb = rep["load_avg_before"], rep["load_avg_after"]
     bw = ", ".join(f"{t} thread(s): {g:.1f} GB/s" for t, g in sorted(rep["bandwidth_gb_per_s"].items()))
+    mbw = ", ".join(f"{t} thread(s): {g:.1f} GB/s"
+                    for t, g in sorted(rep.get("median_bandwidth_gb_per_s", {}).items()))
     lines = [
         "## Throughput: edgerun and llama.cpp",
         "",
@@ -479,7 +492,7 @@ def format_markdown(rep, plot_name=None):
         f"{lb[0]:.2f} {lb[1]:.2f} {lb[2]:.2f}" + ("  **(machine was busy: figures are pessimistic and noisy)**"
                                                   if max(la[0], lb[0]) > 0.5 * (m["cpus"] or 1) else ""),
         f"* read bandwidth measured in the same run, before and after the engines, the higher kept: {bw} "
-        f"({rep['bandwidth_probe']})",
+        f"({rep['bandwidth_probe']})" + (f"; median pass: {mbw}" if mbw else ""),
         f"* workload: {rep['prompt_tokens']}-token prompt (prefill, one batch of 64), then {rep['gen_tokens']} "
         f"greedy decode steps; context {rep['ctx']}; KV cache {rep.get('kv_type', 'f32').upper()} in both engines "
         f"(llama.cpp's default); each engine in its own process; "
@@ -491,10 +504,13 @@ def format_markdown(rep, plot_name=None):
         "",
         "`% BW` = decode tokens/s x weight bytes per token / read bandwidth at the same thread count: how",
         "close decode gets to the memory-bound limit. A 15M file smaller than the last-level cache can",
-        "exceed 100% (its weights stay in cache between tokens).",
+        "exceed 100% (its weights stay in cache between tokens). `% BW` divides by the probe's best pass,",
+        "`% med` by its median pass: on a shared VM one lucky pass can read far above what a pass",
+        "typically gets, most of all with two threads.",
         "",
-        "| shape | type | threads | engine | prefill tok/s | decode tok/s | % BW | peak RSS MiB | decode vs llama.cpp |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+        "| shape | type | threads | engine | prefill tok/s | decode tok/s | % BW | % med | peak RSS MiB "
+        "| decode vs llama.cpp |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     rows = rep["results"]
     for shape in SHAPES:
@@ -507,7 +523,7 @@ def format_markdown(rep, plot_name=None):
                     if r is None and err is None:
                         continue
                     if r is None:
-                        lines.append(f"| {shape} | {wt} | {t} | {engine} | error: {err['error']} | | | | |")
+                        lines.append(f"| {shape} | {wt} | {t} | {engine} | error: {err['error']} | | | | | |")
                         continue
                     ratio = "-"
                     peer = _find(rows, shape, wt, t, "llama.cpp")
@@ -515,6 +531,8 @@ def format_markdown(rep, plot_name=None):
                         ratio = f"{r['decode_tokens_per_s'] / peer['decode_tokens_per_s']:.2f}x"
                     lines.append(f"| {shape} | {wt} | {t} | {engine} | {_fig(r, 'prefill_tokens_per_s')} | "
                                  f"{_fig(r, 'decode_tokens_per_s')} | {r['pct_of_bandwidth']:.0f}% | "
+                                 + (f"{r['pct_of_median_bandwidth']:.0f}%" if "pct_of_median_bandwidth" in r else "-")
+                                 + " | "
                                  f"{_mib(r['peak_rss_bytes'])} | {ratio} |")
     if plot_name:
         lines += ["", f"![decode tokens/s and % of bandwidth]({plot_name})"]
