@@ -63,6 +63,11 @@ void er_avx2_matmul_q5_k(const er_matmul_args *a);
 void er_avx2_matmul_q6_k(const er_matmul_args *a);
 
 void er_avx2_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+/* The Q4_0 and Q8_0 8-row layout, for blocks of an f16 scale followed by
+ * qs_bytes of quants: per group of 8 rows and block index, the 8 scales,
+ * then slice c (bytes 4c..4c+3) of each row's quants side by side, rows
+ * 0..7, for every slice c. Same bytes as the 8 source blocks. */
+void er_avx2_interleave_x8(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int qs_bytes);
 void er_avx2_matmul_q4_0x8(const er_matmul_args *a);
 void er_avx2_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx2_matmul_q4_kx8(const er_matmul_args *a);

@@ -46,18 +46,26 @@ _Static_assert(sizeof(blk_q4_0x8) == 8 * sizeof(er_block_q4_0), "Q4_0x8 must be 
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-void er_avx2_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
-    const int nb = n_in / ER_QK4_0;
-    blk_q4_0x8 *out = dst;
+void er_avx2_interleave_x8(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int qs_bytes) {
+    const size_t in_block = sizeof(er_f16) + (size_t)qs_bytes; /* 32 elements per block for both types */
+    const int nb = n_in / 32;
+    uint8_t *out = dst;
     for (int g = 0; g < n_out / 8; g++)
-        for (int b = 0; b < nb; b++, out++)
+        for (int b = 0; b < nb; b++) {
+            er_f16 *d = (er_f16 *)(void *)out;
+            uint8_t *q = out + 8 * sizeof(er_f16);
             for (int r = 0; r < 8; r++) {
-                const er_block_q4_0 *in =
-                    (const er_block_q4_0 *)(const void *)((const uint8_t *)src + (size_t)(8 * g + r) * row_bytes) + b;
-                out->d[r] = in->d;
-                /* qs[j] already pairs element j (low) with j+16 (high) */
-                for (int c = 0; c < 4; c++) memcpy(&out->q[32 * c + 4 * r], &in->qs[4 * c], 4);
+                const uint8_t *in = (const uint8_t *)src + (size_t)(8 * g + r) * row_bytes + (size_t)b * in_block;
+                memcpy(&d[r], in, sizeof(er_f16));
+                for (int c = 0; c < qs_bytes / 4; c++) memcpy(&q[32 * c + 4 * r], in + sizeof(er_f16) + 4 * c, 4);
             }
+            out += 8 * in_block;
+        }
+}
+
+/* qs[j] already pairs element j (low) with j+16 (high), so its bytes move as they are */
+void er_avx2_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+    er_avx2_interleave_x8(src, dst, row_bytes, n_in, n_out, ER_QK4_0 / 2);
 }
 
 /* ---- kernels ---------------------------------------------------------------- */

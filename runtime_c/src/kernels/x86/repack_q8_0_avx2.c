@@ -49,16 +49,7 @@ typedef struct {
 _Static_assert(sizeof(blk_q8_0x8) == 8 * sizeof(er_block_q8_0), "Q8_0x8 must be 8 blocks' bytes");
 
 void er_avx2_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
-    const int nb = n_in / ER_QK8_0;
-    blk_q8_0x8 *out = dst;
-    for (int g8 = 0; g8 < n_out / 8; g8++)
-        for (int b = 0; b < nb; b++, out++)
-            for (int r = 0; r < 8; r++) {
-                const er_block_q8_0 *in =
-                    (const er_block_q8_0 *)(const void *)((const uint8_t *)src + (size_t)(8 * g8 + r) * row_bytes) + b;
-                out->d[r] = in->d;
-                for (int g = 0; g < 8; g++) memcpy(&out->q[32 * g + 4 * r], &in->qs[4 * g], 4);
-            }
+    er_avx2_interleave_x8(src, dst, row_bytes, n_in, n_out, ER_QK8_0);
 }
 
 static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
