@@ -219,6 +219,8 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     for (int b = 0; b < m; b++)
         k->dequant_row[md->tok_embd.wtype]((const uint8_t *)md->tok_embd.data + (size_t)ids[b] * md->tok_embd.row_bytes,
                                            x + (size_t)b * E, E);
+    for (int b = 0; b < m; b++)
+        er_rope_angles(md->act.rope_cs + (size_t)b * d->head_dim, d->head_dim, s->pos + b, md->hp.rope_freq_base);
     er_trace_end(tr, t0, ER_OP_EMBED, -1, 0, m, E, 0);
 
     for (int l = 0; l < d->n_layer; l++) {
@@ -238,8 +240,9 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
                 k->add(kk, L->bk, kvd);
                 k->add(md->act.v + (size_t)b * kvd, L->bv, kvd);
             }
-            k->rope(q, d->n_head, d->head_dim, s->pos + b, md->hp.rope_freq_base, md->rope_neox);
-            k->rope(kk, d->n_head_kv, d->head_dim, s->pos + b, md->hp.rope_freq_base, md->rope_neox);
+            const float *cs = md->act.rope_cs + (size_t)b * d->head_dim;
+            er_gen_rope_cs(q, d->n_head, d->head_dim, cs, md->rope_neox);
+            er_gen_rope_cs(kk, d->n_head_kv, d->head_dim, cs, md->rope_neox);
         }
         er_trace_end(tr, t0, ER_OP_ROPE, l, 0, m, qd + kvd, qd + kvd);
         t0 = er_trace_begin(tr);

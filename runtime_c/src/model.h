@@ -105,6 +105,7 @@ struct er_model {
         float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
         void *xq;              /* prepared (quantized) activation rows */
         float *scores;         /* n_threads * n_ctx */
+        float *rope_cs;        /* n_batch * head_dim: (cos, sin) pairs of the step's positions */
     } act;
 
     pthread_mutex_t step_lock; /* one forward step at a time: activations and pool are shared */

@@ -452,6 +452,12 @@ static void test_rope(void) {
             double tol = 4e-7 + 2.0 * pos * 0x1p-24;
             CHECK(maxerr <= tol, "rope neox=%d pos=%d: max error %.3g > %.3g", neox, pos, maxerr, tol);
             if (pos == 0) CHECK(memcmp(x, x0, sizeof x) == 0, "rope at pos 0 is the identity");
+            /* the forward pass's path: angles once per position, applied per layer */
+            float y[H * D], cs[D];
+            memcpy(y, x0, sizeof y);
+            er_rope_angles(cs, D, pos, base);
+            er_gen_rope_cs(y, H, D, cs, neox);
+            CHECK(memcmp(x, y, sizeof x) == 0, "rope_cs neox=%d pos=%d differs from rope", neox, pos);
         }
     }
     /* the two modes pair different elements: position 1 must differ */

@@ -182,6 +182,16 @@ typedef struct er_kernels {
     void (*matmul_repacked[ER_W_COUNT])(const er_matmul_args *a);
 } er_kernels;
 
+/*
+ * RoPE with the angles computed once per position rather than in each layer:
+ * er_rope_angles fills cs[0 .. head_dim) with (cos, sin) pairs for pos;
+ * er_gen_rope_cs rotates n_heads heads with them, bit-identical to the
+ * table's rope for the same pos. One version for every ISA: the rotation is
+ * a few hundred multiply-adds per token and layer, below what SIMD would save.
+ */
+void er_rope_angles(float *cs, int head_dim, int pos, float freq_base);
+void er_gen_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int neox);
+
 /* Bytes of one prepared activation row of n elements for act kind k. */
 size_t er_act_row_bytes(int act_kind, int n);
 
