@@ -36,6 +36,7 @@ static void dispatch(er_model *md, er_task_fn fn, void *ctx) {
 }
 
 /* Up to three products that run in one pool dispatch (Q/K/V, gate/up). */
+#define MM_RANGES 8
 typedef struct mm_item {
     const er_weight *w;
     const void *x;          /* prepared activations for w's act kind */
@@ -50,7 +51,16 @@ typedef struct mm_task {
     int chunk_rows[3];      /* weight rows per claimed chunk, per item */
     int first_chunk[4];     /* item i owns chunks [first_chunk[i], first_chunk[i+1]) */
     int n_items, m;
-    atomic_int next;        /* next chunk to claim */
+    /* The chunks [0, total) cut into n_ranges contiguous ranges, range r
+     * owned by thread r: each thread claims from its own range first and
+     * only then from the others', so normally every thread streams one
+     * contiguous stretch of weights (2-thread decode +10% against threads
+     * taking interleaved 64 KiB chunks, each a fresh start for the
+     * prefetchers), while a worker that starts late or never still has its
+     * range done by the others. */
+    int n_ranges;
+    int range_end[MM_RANGES];
+    atomic_int next[MM_RANGES]; /* next chunk to claim in each range */
     er_trace *tr;
     int op, layer;          /* for the workers' trace events */
 } mm_task;
@@ -70,7 +80,8 @@ static int chunk_rows_for(const er_kernels *k, const er_weight *w, int nth) {
     return r < unit ? unit : r;
 }
 
-/* Whoever joins claims chunks until none are left (threadpool.h). Workers
+/* Whoever joins claims chunks, its own range's first, until none are left
+ * (threadpool.h). Workers
  * (ith >= 1) trace their share; thread 0's share is inside the event the
  * caller records for the whole operation, so each thread's events never
  * overlap and stay in time order. */
@@ -78,20 +89,22 @@ static void mm_worker(void *ctx, int ith, int nth) {
     (void)nth;
     mm_task *t = ctx;
     uint64_t t0 = ith ? er_trace_begin(t->tr) : 0;
-    int rows = 0, i = 0;
-    const int total = t->first_chunk[t->n_items];
-    for (int c; (c = er_pool_claim(&t->next)) < total;) {
-        while (c >= t->first_chunk[i + 1]) i++;
-        const mm_item *it = &t->it[i];
-        const er_weight *w = it->w;
-        er_matmul_args a = {
-            .w = w->packed ? w->packed : w->data, .w_row_bytes = w->row_bytes, .x = it->x,
-            .x_stride = it->x_stride, .y = it->y, .y_stride = it->y_stride, .n = w->n_in, .m = t->m,
-        };
-        a.r0 = (c - t->first_chunk[i]) * t->chunk_rows[i];
-        a.r1 = a.r0 + t->chunk_rows[i] < w->n_out ? a.r0 + t->chunk_rows[i] : w->n_out;
-        (w->packed ? t->k->matmul_repacked : t->k->matmul)[w->wtype](&a);
-        rows += a.r1 - a.r0;
+    int rows = 0;
+    for (int k = 0; k < t->n_ranges; k++) {
+        const int r = (ith + k) % t->n_ranges;
+        for (int c, i = 0; (c = er_pool_claim(&t->next[r])) < t->range_end[r];) {
+            while (c >= t->first_chunk[i + 1]) i++;
+            const mm_item *it = &t->it[i];
+            const er_weight *w = it->w;
+            er_matmul_args a = {
+                .w = w->packed ? w->packed : w->data, .w_row_bytes = w->row_bytes, .x = it->x,
+                .x_stride = it->x_stride, .y = it->y, .y_stride = it->y_stride, .n = w->n_in, .m = t->m,
+            };
+            a.r0 = (c - t->first_chunk[i]) * t->chunk_rows[i];
+            a.r1 = a.r0 + t->chunk_rows[i] < w->n_out ? a.r0 + t->chunk_rows[i] : w->n_out;
+            (w->packed ? t->k->matmul_repacked : t->k->matmul)[w->wtype](&a);
+            rows += a.r1 - a.r0;
+        }
     }
     er_trace_end(t->tr, t0, t->op, t->layer, ith, t->m, rows, t->it[0].w->n_in);
 }
@@ -142,7 +155,12 @@ static void matmul_shared(er_model *md, int op, int layer, const float *x, int m
         t.first_chunk[i + 1] = t.first_chunk[i] + (w[i]->n_out + t.chunk_rows[i] - 1) / t.chunk_rows[i];
         n_out += w[i]->n_out;
     }
-    atomic_init(&t.next, 0);
+    const int total = t.first_chunk[n];
+    t.n_ranges = md->pool.n_threads < MM_RANGES ? md->pool.n_threads : MM_RANGES;
+    for (int r = 0; r < t.n_ranges; r++) {
+        atomic_init(&t.next[r], (int)((int64_t)total * r / t.n_ranges));
+        t.range_end[r] = (int)((int64_t)total * (r + 1) / t.n_ranges);
+    }
     dispatch(md, mm_worker, &t);
     er_trace_end(&md->trace, t0, op, layer, 0, m, n_out, w[0]->n_in);
 }

@@ -1,0 +1,33 @@
+"""Work split over threads changes who computes a row, never its value.
+
+Matrix products cut their rows into chunks; each thread claims chunks from
+its own contiguous range first and then from the others' (forward.c,
+mm_worker), attention claims (token, head) pairs. A row is computed by one
+kernel call whichever thread claims it, so logits must be bit-identical for
+every thread count: 3 threads give ranges of unequal length, and 5 threads on
+a smaller machine leave workers that start late, whose ranges the others
+take over. A chunk computed twice or skipped shows up here as a difference
+(a skipped row keeps stale values from the previous step).
+"""
+import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("qtype", ["f32", "q8_0", "q4_0"])
+def test_logits_identical_for_every_thread_count(tiny, qtype):
+    import edgerun
+    path = tiny.gguf("llama_untied_theta5e5", qtype)
+    ids = [int(v) for v in np.random.RandomState(7).randint(0, 200, 40)]
+    got = {}
+    for n in (1, 2, 3, 5):
+        # n_batch 16: the 40 ids run as prefill chunks of 16, 16, 8
+        with edgerun.Model(path, n_ctx=64, n_threads=n, n_batch=16) as m:
+            prefill = m.logits(ids)
+            with m.session() as s:
+                s.decode(ids[:24])
+                # decode: one token at a time after a 24-token prompt
+                steps = [s.decode([tok]) for tok in ids[24:32]]
+            got[n] = (prefill, np.stack(steps))
+    for n in (2, 3, 5):
+        assert np.array_equal(got[n][0], got[1][0]), f"{qtype}: prefill logits differ at {n} threads"
+        assert np.array_equal(got[n][1], got[1][1]), f"{qtype}: decode logits differ at {n} threads"
