@@ -14,6 +14,8 @@
 #   make bench-latency  per-token latency percentiles and first-request latency (scripts/bench_latency.py)
 #   make test-tsan-swap  the live model swap stress test under ThreadSanitizer (clang)
 #   make bench       edgerun vs llama.cpp: 15M/110M shapes x F32/Q8_0/Q4_0/Q4_K x 1,2 threads -> docs/PERFORMANCE.md
+#                    (then bench-qemu-isa)
+#   make bench-qemu-isa  Arm kernel tables' speed-up over generic under qemu -> docs/PERFORMANCE.md
 #   make bench-board BOARD=rpi5         the board's cross build under qemu: latency, gates (JSON + PNG)
 #   make sysroot BOARD=rpi5             the board's aarch64 Python (python3 + cffi + numpy) in build/sysroot/
 #   make test-device-python BOARD=rpi5  examples/device/*.py with that Python under qemu
@@ -72,7 +74,7 @@ BENCH_MODELS := models/edgerun-add.gguf $(BENCH_DIR)/llama15m-f32.gguf $(BENCH_D
 .PHONY: all setup build test test-long test-asan clang-check demo bench clean distclean
 .PHONY: demo-native test-boards
 .PHONY: test-tsan-swap bench-tokenizer
-.PHONY: test-tsan fuzz soak bench-latency
+.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa
 
 all: build
 
@@ -241,6 +243,17 @@ bench: build
 	  --bench-dir $(BENCH_DIR) --doc docs/PERFORMANCE.md
 	@echo; $(EDGERUN) bench models/edgerun-add.gguf --threads $(BENCH_THREADS) --out $(BENCH_DIR)/edgerun-add.json
 	@echo; $(EDGERUN) bench-tokenizer --mb 10
+	@echo; $(MAKE) --no-print-directory bench-qemu-isa
+
+# The Arm kernel tables' speed-up over generic under qemu-aarch64 (bench_isa.py):
+# a plain Armv8.0-A cross build (build/armv8-a) runs the 15M models on
+# cortex-a72, cortex-a76 and SVE at 128/256/512 bits, each table forced,
+# greedy tokens checked against generic's; writes $(BENCH_DIR)/qemu_isa.json
+# and its section of docs/PERFORMANCE.md. ~5 min on 2 cores; BENCH_QUICK=1:
+# Q8_0 on cortex-a76 and SVE-128 only.
+bench-qemu-isa: setup
+	$(EDGERUN) bench --qemu-isa $(if $(filter 1,$(BENCH_QUICK)),--quick) --bench-dir $(BENCH_DIR) \
+	  --doc docs/PERFORMANCE.md
 
 # Tokenizer MB/s (10 MB of mixed text) beside HF tokenizers and tiktoken, exactness
 # checked on every document first; docs/TOKENIZER_BENCH.md has the method.

@@ -544,15 +544,16 @@ DOC_BEGIN = "<!-- edgerun bench --matrix: begin (generated; edits inside are ove
 DOC_END = "<!-- edgerun bench --matrix: end -->"
 
 
-def update_doc(text, section):
-    """The document `text` with the generated `section` between DOC_BEGIN and
-    DOC_END: replaced in place when the markers are there, else inserted after
+def update_doc(text, section, begin=DOC_BEGIN, end=DOC_END):
+    """The document `text` with the generated `section` between `begin` and
+    `end` (default: the matrix's markers; other benchmarks pass their own):
+    replaced in place when the markers are there, else inserted after
     the title line (or as the whole file when empty). Everything else in the
     file — other benchmarks' sections — is kept."""
-    block = f"{DOC_BEGIN}\n{section}\n{DOC_END}\n"
-    if DOC_BEGIN in text and DOC_END in text:
-        a = text.index(DOC_BEGIN)
-        b = text.index(DOC_END) + len(DOC_END)
+    block = f"{begin}\n{section}\n{end}\n"
+    if begin in text and end in text:
+        a = text.index(begin)
+        b = text.index(end) + len(end)
         rest = text[b:]
         return text[:a] + block + (rest[1:] if rest.startswith("\n") else rest)
     if not text.strip():

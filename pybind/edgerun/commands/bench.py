@@ -3,7 +3,11 @@ for edgerun and for llama.cpp (llama-cpp-python, when installed) on the same fil
 
 `edgerun bench --board B`: the board's cross build under qemu, per CPU model:
 TTFT, per-token latency p50/p90/p99, tokens/s, arena bytes, raw and normalized
-by a calibration workload; JSON + PNG; the board's latency gates (edgerun/board_bench.py)."""
+by a calibration workload; JSON + PNG; the board's latency gates (edgerun/board_bench.py).
+
+`edgerun bench --qemu-isa`: each Arm kernel table's speed over generic on the
+emulated CPU models that can run it, and its greedy tokens against generic's
+(edgerun/bench_isa.py)."""
 import json
 
 from . import formatter
@@ -16,6 +20,8 @@ examples:
   edgerun bench model.gguf --no-peer              # edgerun only
   edgerun bench --board rpi5                      # cross build under qemu, gated
   edgerun bench --board neoverse-v1 --update-baseline -o out/
+  edgerun bench --qemu-isa                        # Arm tables vs generic under qemu -> docs/PERFORMANCE.md
+  edgerun bench --qemu-isa --quick --doc none     # Q8_0 on cortex-a76 and SVE-128 only
 
 Each engine runs in its own process on the same prompt ids, after a warm-up
 pass. Decode steps ignore end-of-text so every run does the same work. The peer
@@ -26,6 +32,14 @@ With --board, the board's edgerun-cli runs under qemu-user for each CPU model
 the board file lists, beside a calibration program run under the same qemu in
 the same job; the gates (p99/p50 budget, normalized tokens/s against
 benchmarks/baselines/<board>.json) come from the board file. A failed gate exits 1.
+
+With --qemu-isa, a plain Armv8.0-A build (build/armv8-a, built when missing)
+runs the 15M benchmark models under qemu-aarch64 on cortex-a72, cortex-a76
+and `max` with SVE at 128/256/512 bits, once per kernel table each CPU model
+runs (EDGERUN_ISA), one thread, timed by CPU time; the speed-up of a table is
+over generic on the same CPU model. Emulated speed is not hardware speed: the
+ratios catch kernel regressions and tables that fall back to generic. A table
+whose greedy tokens differ from generic's, or a failed run, exits 1.
 """
 
 
@@ -78,6 +92,11 @@ def register(sub):
                     help="benchmark models and matrix.json (default build/bench)")
     mx.add_argument("--doc", default="docs/PERFORMANCE.md", metavar="FILE.md",
                     help="report to write (default docs/PERFORMANCE.md; 'none' to skip)")
+    q = p.add_argument_group("Arm kernel tables under qemu (make bench-qemu-isa)")
+    q.add_argument("--qemu-isa", action="store_true",
+                   help="speed-up of each Arm kernel table over generic on emulated CPU models (uses --bench-dir, "
+                        "--doc, --json, --repeat [default 2], --quick: Q8_0 on cortex-a76 and SVE-128, --cpu, "
+                        "--out [default BENCH_DIR/qemu_isa.json], MODEL instead of the 15M models)")
     p.set_defaults(func=main)
 
 
@@ -86,6 +105,8 @@ def main(args):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
     threads = _thread_list(args.threads)
+    if args.qemu_isa:
+        return _qemu_isa(args, threads)
     if args.board:
         from .. import board_bench
         args.threads = threads[0]
@@ -146,6 +167,20 @@ def _matrix(args, threads):
     if args.json:
         print(json.dumps(rep, indent=2))
     return 1 if any("error" in r for r in rep["results"]) else 0
+
+
+def _qemu_isa(args, threads):
+    """`--qemu-isa`: see edgerun/bench_isa.py."""
+    for flag in ("board", "matrix", "model", "update_baseline", "baseline", "out_dir", "no_peer"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag.replace('_', '-')} does not apply to --qemu-isa")
+    if threads != [1]:
+        # per-step CPU time measures a step only when one thread does all of its work
+        raise ValueError("--qemu-isa runs one thread (it is timed by the thread's CPU time); drop --threads")
+    if args.device != "cpu":
+        raise ValueError("--qemu-isa measures the CPU kernel tables; drop --device")
+    from .. import bench_isa
+    return bench_isa.main(args)
 
 
 def _cuda(args):
