@@ -30,6 +30,14 @@
    reference too: near 100% means the machine, not the runtime, made them
    slow.
 
+4. With one thread, each token's CPU time of the calling thread beside its
+   wall time: the same work without the time the thread was not running
+   (preempted, or the vCPU descheduled by the host where the guest kernel
+   accounts steal time). Where its spread is as wide as the wall clock's,
+   slow tokens were slow while running: a slower core (frequency, another
+   tenant's cache and memory traffic), not preemption. On the 2-vCPU VM of
+   docs/PERFORMANCE.md the two spreads were equal.
+
 Python's garbage collector is off while timing: its pauses are not the runtime's.
 """
 import argparse
@@ -86,9 +94,10 @@ def make_reference(target_us):
 
 
 def token_latencies(m, n_tokens, window, reference=None):
-    """(per-token microseconds, the position each token was decoded at, and
-    with `reference` the reference work's microseconds timed right after
-    each token, else [])."""
+    """(per-token microseconds, the position each token was decoded at, with
+    `reference` the reference work's microseconds timed right after each
+    token (else []), and each token's CPU time of this thread in
+    microseconds)."""
     ptr_out = ffi.new("er_session **")
     check(lib.er_session_new(m._ptr, ptr_out))
     s = ptr_out[0]
@@ -97,8 +106,8 @@ def token_latencies(m, n_tokens, window, reference=None):
     one = ffi.new("int32_t[1]")
     tok = ffi.new("int32_t *")
     window = min(window, m.n_ctx)
-    lat, at, ref = [], [], []
-    clock = time.perf_counter_ns
+    lat, at, ref, cpu = [], [], [], []
+    clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
     try:
         while len(lat) < n_tokens:
             check(lib.er_session_reset(s))
@@ -107,20 +116,21 @@ def token_latencies(m, n_tokens, window, reference=None):
             while lib.er_session_pos(s) < window and len(lat) < n_tokens:
                 one[0] = tok[0]
                 at.append(lib.er_session_pos(s))
-                t0 = clock()
+                c0, t0 = cpu_clock(), clock()
                 rc = lib.er_decode(s, one, 1, ffi.NULL)
                 rc2 = lib.er_sample(s, ffi.NULL, tok) if rc == 0 else 0
-                t1 = clock()
+                t1, c1 = clock(), cpu_clock()
                 check(rc)
                 check(rc2)
                 lat.append((t1 - t0) / 1e3)
+                cpu.append((c1 - c0) / 1e3)
                 if reference:
                     t0 = clock()
                     reference()
                     ref.append((clock() - t0) / 1e3)
     finally:
         lib.er_session_free(s)
-    return lat, at, ref
+    return lat, at, ref, cpu
 
 
 def by_position(lat, at, width=32):
@@ -223,7 +233,7 @@ def main(argv=None):
         with edgerun.Model(path, **opts) as m:
             warm = token_latencies(m, min(100, a.tokens), a.window)[0]   # warm the model first
             reference = make_reference(statistics.median(warm) / 2) if a.reference else None
-            lat, at, ref = token_latencies(m, a.tokens, a.window, reference)
+            lat, at, ref, cpu = token_latencies(m, a.tokens, a.window, reference)
             isa = m.isa
         firsts, steady, open_us = first_vs_steady(path, opts, a.opens, a.requests, a.request_tokens, a.cold)
     finally:
@@ -243,6 +253,12 @@ def main(argv=None):
                     "open_median_us": statistics.median(open_us)},
         "first_over_p99": first / s99, "first_over_p50": first / s50,
         "machine_reference": jitter_report(lat, ref) if a.reference else None,
+        # With one thread the caller does all of a token's work, so its CPU
+        # time is the token without the time the thread was not running
+        # (see 4. above); with more, the workers' share is not in it.
+        "cpu_time": ({"p50": pct(cpu, 50), "p99": pct(cpu, 99), "p99_over_p50": pct(cpu, 99) / pct(cpu, 50),
+                      "jitter_p99_over_p50": by_position(cpu, at)["jitter_p99_over_p50"]}
+                     if a.threads == 1 and pct(cpu, 50) > 0 else None),
         "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
     if a.json:
@@ -257,6 +273,11 @@ def main(argv=None):
           f"{bp['bucket_positions']} positions, {bp['last_bucket_p50_us']:.1f} at its last "
           f"({bp['growth_last_over_first']:.2f}x); jitter at equal positions: p99/p50 "
           f"{bp['jitter_p99_over_p50']:.2f}, p90/p50 {bp['jitter_p90_over_p50']:.2f}")
+    if res["cpu_time"]:
+        c = res["cpu_time"]
+        print(f"  the thread's CPU time per token (us): p50 {c['p50']:.1f}  p99 {c['p99']:.1f}  p99/p50 "
+              f"{c['p99_over_p50']:.2f}; at equal positions {c['jitter_p99_over_p50']:.2f} "
+              f"(time the thread was not running left out)")
     if a.reference:
         r = res["machine_reference"]
         print(f"machine jitter beside them: fixed reference work p50 {r['p50']:.1f} us  p99 {r['p99']:.1f}  "
