@@ -35,6 +35,7 @@ compile() { # out.o flags... src
 compile neon_q.o -DER_NEON_DOTPROD=0 "$K/neon/q_neon.c"
 compile neon_float.o "$K/neon/float_neon.c"
 compile neon_ew.o "$K/neon/ew_neon.c"
+compile neon_rope.o "$K/neon/rope_neon.c"
 compile neon_rlayout.o "$K/neon/repack_layout_neon.c"
 compile neon_rq.o -DER_NEON_DOTPROD=0 "$K/neon/repack_q_neon.c"
 compile neon_rq4k.o -DER_NEON_DOTPROD=0 "$K/neon/repack_q4_k_neon.c"

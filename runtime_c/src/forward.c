@@ -259,8 +259,8 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
                 k->add(md->act.v + (size_t)b * kvd, L->bv, kvd);
             }
             const float *cs = md->act.rope_cs + (size_t)b * d->head_dim;
-            er_gen_rope_cs(q, d->n_head, d->head_dim, cs, md->rope_neox);
-            er_gen_rope_cs(kk, d->n_head_kv, d->head_dim, cs, md->rope_neox);
+            k->rope_cs(q, d->n_head, d->head_dim, cs, md->rope_neox);
+            k->rope_cs(kk, d->n_head_kv, d->head_dim, cs, md->rope_neox);
         }
         er_trace_end(tr, t0, ER_OP_ROPE, l, 0, m, qd + kvd, qd + kvd);
         t0 = er_trace_begin(tr);

@@ -14,6 +14,7 @@
  *    integer parts are exact, only the n/32 float additions round).
  *  - F32/F16/BF16 dots: within 4e-7 * sqrt(n) * sum|w*x| of the double
  *    reference, as generic is held to.
+ *  - rope_cs: bit-identical to generic (separate products, no FMA).
  *  - rmsnorm, silu-mul: 1e-6 relative per element; softmax 3e-6 relative
  *    (our vector exp is ~2 ulp against libm's); attention 1e-5 of max|out|.
  * The same binary runs natively and under qemu-aarch64 at every SVE length;
@@ -178,7 +179,7 @@ static void check_table_shape(const er_kernels *k, const er_kernels *g) {
         missing += !k->vec_dot[t] + !k->matmul[t] + !k->dequant_row[t];
         kinds += k->act_kind[t] != g->act_kind[t];
     }
-    missing += !k->quantize_row_q8_0 + !k->quantize_row_q8_k + !k->rmsnorm + !k->rope + !k->softmax +
+    missing += !k->quantize_row_q8_0 + !k->quantize_row_q8_k + !k->rmsnorm + !k->rope + !k->rope_cs + !k->softmax +
                !k->silu_mul + !k->add + !k->attention + !k->f32_to_f16 + !k->f16_to_f32;
     CHECK(missing == 0, "%s: %d null entries", k->name, missing);
     CHECK(kinds == 0, "%s: %d weight types use another activation format than generic", k->name, kinds);
@@ -377,6 +378,41 @@ static void check_elementwise(const er_kernels *k, const er_kernels *g) {
     CHECK(bad_rope == 0, "%s: rope %d elements off", k->name, bad_rope);
 }
 
+/* rope_cs against generic, bit for bit, on the head sizes of real models
+ * (64, 128) and on ones that leave a scalar tail after the vectors (48: three
+ * 8-pair blocks of the neox half in AVX2, 20 and 6: partial blocks), and
+ * against its own table's rope (the same rotation with angles inside). */
+static void check_rope_cs(const er_kernels *k, const er_kernels *g) {
+    enum { HMAX = 12, DMAX = 128 };
+    static float x[HMAX * DMAX + 1], y1[HMAX * DMAX + 1], y2[HMAX * DMAX + 1], y3[HMAX * DMAX + 1];
+    float cs[DMAX];
+    static const int dims[] = {64, 128, 48, 20, 6}, heads[] = {1, 3, 12}, poss[] = {0, 1, 77, 4095};
+    int bad = 0, bad_rope = 0, moved = 0, runs = 0;
+    for (int neox = 0; neox < 2; neox++)
+        for (int a = 0; a < 5; a++)
+            for (int b = 0; b < 3; b++)
+                for (int p = 0; p < 4; p++) {
+                    const int hd = dims[a], nh = heads[b], n = nh * hd;
+                    er_rope_angles(cs, hd, poss[p], 10000.0f);
+                    for (int i = 0; i < n; i++) x[i] = rnd_f() * 4;
+                    x[n] = y1[n] = y2[n] = 12345.0f; /* past the last head: must stay */
+                    memcpy(y1, x, (size_t)n * 4);
+                    memcpy(y2, x, (size_t)n * 4);
+                    memcpy(y3, x, (size_t)n * 4);
+                    k->rope_cs(y1, nh, hd, cs, neox);
+                    g->rope_cs(y2, nh, hd, cs, neox);
+                    k->rope(y3, nh, hd, poss[p], 10000.0f, neox);
+                    bad += memcmp(y1, y2, (size_t)(n + 1) * 4) != 0;
+                    bad_rope += memcmp(y1, y3, (size_t)n * 4) != 0;
+                    /* the check would pass vacuously if nothing rotated */
+                    if (poss[p] > 0) moved += memcmp(y1, x, (size_t)n * 4) != 0;
+                    runs++;
+                }
+    CHECK(bad == 0, "%s: rope_cs differs from generic in %d of %d cases", k->name, bad, runs);
+    CHECK(bad_rope == 0, "%s: rope_cs differs from its table's rope in %d of %d cases", k->name, bad_rope, runs);
+    CHECK(moved == runs * 3 / 4, "%s: rope_cs changed only %d of %d inputs at pos > 0", k->name, moved, runs * 3 / 4);
+}
+
 static void check_f16_rows(const er_kernels *k) {
     enum { N = 4099 };
     static float x[N], y[N], yg[N];
@@ -513,6 +549,7 @@ int main(void) {
         check_matmul(k, g);
         check_dequant(k, g);
         check_elementwise(k, g);
+        check_rope_cs(k, g);
         check_f16_rows(k);
         check_attention(k, g);
         check_forcing(k_names[i], k);

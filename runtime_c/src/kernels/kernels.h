@@ -146,6 +146,12 @@ typedef struct er_kernels {
      * neox = 0: pairs (2i, 2i+1) (GGUF llama layout); neox = 1: pairs (i, i+head_dim/2) (qwen2). */
     void (*rope)(float *x, int n_heads, int head_dim, int pos, float freq_base, int neox);
 
+    /* the same rotation with the angles precomputed: cs[2i], cs[2i+1] = cos, sin
+     * of pair i's angle (er_rope_angles), applied to each of the n_heads heads.
+     * Every version is bit-identical to er_gen_rope_cs (separate multiplies
+     * and adds, never fused), so the table changes speed, never logits. */
+    void (*rope_cs)(float *x, int n_heads, int head_dim, const float *cs, int neox);
+
     /* in-place softmax over n */
     void (*softmax)(float *x, int n);
 
@@ -184,13 +190,12 @@ typedef struct er_kernels {
 
 /*
  * RoPE with the angles computed once per position rather than in each layer:
- * er_rope_angles fills cs[0 .. head_dim) with (cos, sin) pairs for pos;
- * er_gen_rope_cs rotates n_heads heads with them, bit-identical to the
- * table's rope for the same pos. One version for every ISA: the rotation is
- * a few hundred multiply-adds per token and layer, below what SIMD would save.
+ * er_rope_angles fills cs[0 .. head_dim) with (cos, sin) pairs for pos; the
+ * table's rope_cs rotates the heads with them, bit-identical to the table's
+ * rope for the same pos. One version for every ISA: it runs once per token
+ * (head_dim/2 powf/cosf/sinf), not per layer, so SIMD would save nothing.
  */
 void er_rope_angles(float *cs, int head_dim, int pos, float freq_base);
-void er_gen_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int neox);
 
 /* Bytes of one prepared activation row of n elements for act kind k. */
 size_t er_act_row_bytes(int act_kind, int n);

@@ -40,6 +40,7 @@ void er_gen_quantize_row_q8_0(const float *x, void *dst, int n);
 void er_gen_quantize_row_q8_k(const float *x, void *dst, int n);
 void er_gen_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void er_gen_rope(float *x, int n_heads, int head_dim, int pos, float freq_base, int neox);
+void er_gen_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int neox);
 void er_gen_softmax(float *x, int n);
 void er_gen_silu_mul(float *g, const float *u, int n);
 void er_gen_add(float *y, const float *x, int n);

@@ -31,8 +31,12 @@ static inline void rotate(float *x, int n_heads, int head_dim, int i, float c, f
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * (size_t)head_dim;
         const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c - x1 * s;
-        v[b] = x0 * s + x1 * c;
+        /* one product per statement: clang (-ffp-contract=on) fuses x0*c - x1*s
+         * into an FMA where the target has one (aarch64), which made generic
+         * differ between compilers and from the SIMD rope_cs twins */
+        const float x0c = x0 * c, x1s = x1 * s, x0s = x0 * s, x1c = x1 * c;
+        v[a] = x0c - x1s;
+        v[b] = x0s + x1c;
     }
 }
 

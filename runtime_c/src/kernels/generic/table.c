@@ -41,6 +41,7 @@ static const er_kernels k_generic = {
     .quantize_row_q8_k = er_gen_quantize_row_q8_k,
     .rmsnorm = er_gen_rmsnorm,
     .rope = er_gen_rope,
+    .rope_cs = er_gen_rope_cs,
     .softmax = er_gen_softmax,
     .silu_mul = er_gen_silu_mul,
     .add = er_gen_add,

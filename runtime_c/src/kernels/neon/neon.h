@@ -43,6 +43,7 @@ void er_neon_f16_to_f32(const er_f16 *x, float *y, int n);
 
 void er_neon_quantize_row_q8_0(const float *x, void *dst, int n);
 void er_neon_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+void er_neon_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int neox);
 void er_neon_softmax(float *x, int n);
 void er_neon_silu_mul(float *g, const float *u, int n);
 void er_neon_add(float *y, const float *x, int n);

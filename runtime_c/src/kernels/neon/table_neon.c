@@ -4,8 +4,8 @@
  * so linking the dotprod or i8mm library never executes SDOT or SMMLA on a
  * core without it. They differ only in the quantized dots (widening
  * multiplies vs SDOT) and, for neon-i8mm, in the repacked Q8_0/Q4_0 prefill
- * (SMMLA). Rope stays generic: a few hundred sin/cos per token are not worth
- * a vector version.
+ * (SMMLA). rope (angles computed inside) stays generic: the forward pass
+ * uses rope_cs, whose angles come precomputed.
  *
  * neon-i8mm is its own table rather than a branch inside neon-dotprod: a
  * table's entries are fixed addresses chosen once (no per-call feature
@@ -34,6 +34,7 @@
                         [ER_W_Q5_K] = er_gen_dequant_q5_k, [ER_W_Q6_K] = er_gen_dequant_q6_k},                     \
         .quantize_row_q8_0 = er_neon_quantize_row_q8_0, .quantize_row_q8_k = er_gen_quantize_row_q8_k,             \
         .rmsnorm = er_neon_rmsnorm, .rope = er_gen_rope, .softmax = er_neon_softmax, .silu_mul = er_neon_silu_mul, \
+        .rope_cs = er_neon_rope_cs,\
         .add = er_neon_add, .attention = er_neon_attention, .f32_to_f16 = er_neon_f32_to_f16,                      \
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
         /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \

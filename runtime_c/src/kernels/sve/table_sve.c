@@ -52,6 +52,7 @@ static const er_kernels k_sve = {
     .quantize_row_q8_k = er_gen_quantize_row_q8_k,
     .rmsnorm = er_neon_rmsnorm,
     .rope = er_gen_rope,
+    .rope_cs = er_neon_rope_cs, /* NEON, like the other element-wise kernels */
     .softmax = er_neon_softmax,
     .silu_mul = er_neon_silu_mul,
     .add = er_neon_add,

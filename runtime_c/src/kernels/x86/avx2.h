@@ -77,6 +77,7 @@ void er_avx2_matmul_q8_0x8(const er_matmul_args *a);
 void er_avx2_quantize_row_q8_0(const float *x, void *dst, int n);
 void er_avx2_quantize_row_q8_k(const float *x, void *dst, int n);
 void er_avx2_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+void er_avx2_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int neox);
 void er_avx2_softmax(float *x, int n);
 void er_avx2_silu_mul(float *g, const float *u, int n);
 void er_avx2_add(float *y, const float *x, int n);

@@ -1,8 +1,8 @@
 /*
  * table_avx2.c — the "avx2" kernel table. Compiled for baseline x86-64 (it
  * only stores addresses), so merely linking the AVX2 library never executes
- * an AVX instruction on a CPU without it. Rope stays generic: it is a few
- * hundred transcendental calls per token, not worth a vector version.
+ * an AVX instruction on a CPU without it. rope (angles computed inside) stays
+ * generic: the forward pass uses rope_cs, whose angles come precomputed.
  */
 #include "avx2.h"
 #include "../generic/generic.h"
@@ -44,6 +44,7 @@ static const er_kernels k_avx2 = {
     .quantize_row_q8_k = er_avx2_quantize_row_q8_k,
     .rmsnorm = er_avx2_rmsnorm,
     .rope = er_gen_rope,
+    .rope_cs = er_avx2_rope_cs,
     .softmax = er_avx2_softmax,
     .silu_mul = er_avx2_silu_mul,
     .add = er_avx2_add,
