@@ -64,6 +64,7 @@ def _fake_report():
                      "spread": {"prefill_tokens_per_s": [800.0, 950.0], "decode_tokens_per_s": [dec - 5, dec + 5],
                                 "ttft_ms": [4.0, 6.0]},
                      "pct_of_bandwidth": dec / 2, "pct_of_median_bandwidth": dec / 1.6,
+                     **({"pct_of_near_bandwidth": dec / 1.5} if engine == "edgerun" else {}),
                      "weight_bytes_per_token": 10 ** 7})
     rows.append({"engine": "llama.cpp", "shape": "15m", "type": "f32", "threads": 1, "error": "boom"})
     return {"machine": {"cpu": "Test CPU", "machine": "x86_64", "cpus": 2}, "date": "today", "seconds": 12.0,
@@ -75,7 +76,9 @@ def _fake_report():
 def test_markdown_section_and_doc_update(tmp_path):
     md = bench.format_markdown(_fake_report(), "performance.png")
     assert md.startswith("## Throughput")
-    assert "| 15m | q8_0 | 1 | edgerun | 900.0 [800.0-950.0] | 120.0 [115.0-125.0] | 60% | 75% | 50.0 | 1.20x |" in md
+    assert "| 15m | q8_0 | 1 | edgerun | 900.0 [800.0-950.0] | 120.0 [115.0-125.0] | 60% | 75% | 80% | 50.0 | 1.20x |" in md
+    # a row without its near-in-time probe (an older report) shows a dash there
+    assert "| 15m | q8_0 | 1 | llama.cpp | 900.0 [800.0-950.0] | 100.0 [95.0-105.0] | 50% | 62% | - | 50.0 | - |" in md
     assert "median pass: 1 thread(s): 16.0 GB/s" in md
     assert "| 15m | f32 | 1 | llama.cpp | error: boom |" in md
     assert "![decode tokens/s" in md and "load average" in md

@@ -354,6 +354,9 @@ def membw_binary():
     return next((c for c in cands if c.is_file() and os.access(c, os.X_OK)), None)
 
 
+NEAR_MIB = 256   # the per-row probe: 20 passes of 256 MiB, under a second
+
+
 def measure_bandwidth(threads, mib=512, median=None):
     """{threads: GB/s} of streaming reads, and the probe used. The C probe
     (best of several passes) when built; otherwise numpy, one thread, which
@@ -418,11 +421,18 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3,
             path = bench_model(out_dir, shape, wt, log)
             wbytes = weight_bytes_per_token(path)
             for t in threads:
+                # The probe again, smaller, right before and after this row's
+                # engines: on a shared VM the bandwidth drifts by 10-15% within
+                # a run, and a row timed in a slow minute divided by the run's
+                # fastest probe says more about the minute than the engine.
+                near = measure_bandwidth([t], mib=NEAR_MIB)[0].get(t)
+                row = []
                 for engine in engines:
                     r = _run_worker(engine, path, t, 64, MATRIX_CTX, prompt_tokens, gen_tokens, repeat, timeout,
                                     kv_type)
                     r.update(shape=shape, type=wt, model=str(path), weight_bytes_per_token=wbytes,
                              bandwidth_gb_per_s=bw[t])
+                    row.append(r)
                     if "error" not in r:
                         gbs = r["decode_tokens_per_s"] * wbytes / 1e9
                         r["decode_weight_gb_per_s"] = gbs
@@ -433,6 +443,11 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3,
                     else:
                         log(f"bench: {shape} {wt} t={t} {engine}: error: {r['error']}")
                     rows.append(r)
+                near = max(near or 0.0, measure_bandwidth([t], mib=NEAR_MIB)[0].get(t) or 0.0)
+                for r in row:
+                    if "error" not in r and near > 0:
+                        r["near_bandwidth_gb_per_s"] = near
+                        r["pct_of_near_bandwidth"] = 100.0 * r["decode_weight_gb_per_s"] / near
     med_after = {}
     bw_after, _ = measure_bandwidth(threads, median=med_after)
     log("bench: read bandwidth after " + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in sorted(bw_after.items())))
@@ -506,11 +521,13 @@ def format_markdown(rep, plot_name=None):
         "close decode gets to the memory-bound limit. A 15M file smaller than the last-level cache can",
         "exceed 100% (its weights stay in cache between tokens). `% BW` divides by the probe's best pass,",
         "`% med` by its median pass: on a shared VM one lucky pass can read far above what a pass",
-        "typically gets, most of all with two threads.",
+        "typically gets, most of all with two threads. `% near` divides by the best pass of a probe",
+        "run right before and right after that row's engines (256 MiB; the higher kept): this VM's",
+        "bandwidth drifts by 10-15% within one run, and the whole-run probes catch its fastest minute.",
         "",
-        "| shape | type | threads | engine | prefill tok/s | decode tok/s | % BW | % med | peak RSS MiB "
+        "| shape | type | threads | engine | prefill tok/s | decode tok/s | % BW | % med | % near | peak RSS MiB "
         "| decode vs llama.cpp |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = rep["results"]
     for shape in SHAPES:
@@ -523,7 +540,7 @@ def format_markdown(rep, plot_name=None):
                     if r is None and err is None:
                         continue
                     if r is None:
-                        lines.append(f"| {shape} | {wt} | {t} | {engine} | error: {err['error']} | | | | | |")
+                        lines.append(f"| {shape} | {wt} | {t} | {engine} | error: {err['error']} | | | | | | |")
                         continue
                     ratio = "-"
                     peer = _find(rows, shape, wt, t, "llama.cpp")
@@ -532,6 +549,8 @@ def format_markdown(rep, plot_name=None):
                     lines.append(f"| {shape} | {wt} | {t} | {engine} | {_fig(r, 'prefill_tokens_per_s')} | "
                                  f"{_fig(r, 'decode_tokens_per_s')} | {r['pct_of_bandwidth']:.0f}% | "
                                  + (f"{r['pct_of_median_bandwidth']:.0f}%" if "pct_of_median_bandwidth" in r else "-")
+                                 + " | "
+                                 + (f"{r['pct_of_near_bandwidth']:.0f}%" if "pct_of_near_bandwidth" in r else "-")
                                  + " | "
                                  f"{_mib(r['peak_rss_bytes'])} | {ratio} |")
     if plot_name:
