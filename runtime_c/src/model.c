@@ -143,7 +143,8 @@ static int carve_runtime(er_model *m, int cuda) {
         m->act.xq = take(m, ER_SEC_ACT, B, d->act_row_max);
         m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * d->n_ctx, 4);
         m->act.rope_cs = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
-        if (!m->act.scores || !m->act.rope_cs) return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
+        if (!m->act.scores || !m->act.rope_cs)
+            return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
     }
 
     m->slot_used = take(m, ER_SEC_MODEL, (size_t)d->n_sessions, sizeof(atomic_int));
