@@ -128,16 +128,18 @@ def main(args):
         model = default_model_path()
     report = bench.run(model, threads=threads, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
                        batch=args.batch, ctx=args.ctx, repeat=args.repeat, peer=not args.no_peer)
+    _emit(args, report, lambda: bench.format_table(report))
+    # A failed engine is a failed benchmark: scripts must not record half a table.
+    return 1 if any("error" in r for r in report["results"]) else 0
+
+
+def _emit(args, report, text):
+    """--out FILE.json gets the report; stdout gets it as JSON with --json, else text()."""
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)
             f.write("\n")
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(bench.format_table(report))
-    # A failed engine is a failed benchmark: scripts must not record half a table.
-    return 1 if any("error" in r for r in report["results"]) else 0
+    print(json.dumps(report, indent=2) if args.json else text())
 
 
 def _matrix(args, threads):
@@ -195,13 +197,6 @@ def _cuda(args):
                                n_ctx=args.ctx or 512)
     r["weight_gbps"] = r["weight_bytes_per_token"] * r["decode_tokens_per_s"] / 1e9
     r["model"] = str(model)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(r, f, indent=2)
-            f.write("\n")
-    if args.json:
-        print(json.dumps(r, indent=2))
-    else:
-        print(f"edgerun on {r['isa_reason']}\n  {r['model']}: prefill {r['prefill_tokens_per_s']:.0f} tok/s, "
-              f"decode {r['decode_tokens_per_s']:.0f} tok/s ({r['weight_gbps']:.1f} GB/s of weights)")
+    _emit(args, r, lambda: f"edgerun on {r['isa_reason']}\n  {r['model']}: prefill {r['prefill_tokens_per_s']:.0f} "
+                           f"tok/s, decode {r['decode_tokens_per_s']:.0f} tok/s ({r['weight_gbps']:.1f} GB/s of weights)")
     return 0
