@@ -21,6 +21,7 @@
  */
 #include "neon.h"
 #include "repack_neon.h"
+#include "repack_load_neon.h"
 
 #if !defined(__ARM_FEATURE_MATMUL_INT8)
 #error "i8mm_neon.c needs an i8mm target (-march=armv8.2-a+dotprod+i8mm)"
@@ -41,8 +42,6 @@ typedef struct {
     float d[KB][4];
     int32_t sum8[KB][4];
 } act_pair;
-
-static ALWAYS_INLINE float32x4_t load_d4(const er_f16 *d) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d))); }
 
 static void prep_pair(const unsigned char *x, size_t xs, int rows, int b0, int b1, act_pair *p) {
     const er_block_q8_0 *x0 = (const er_block_q8_0 *)(const void *)x;
@@ -75,20 +74,7 @@ static ALWAYS_INLINE void group_tile(const void *wg, const int np, int b0, int b
     for (int b = b0; b < b1; b++) {
         const int k = b - b0;
         int8x16_t v[8]; /* the layout's 4-byte groups in element order */
-        float32x4_t dw;
-        if (q4) {
-            const er_blk_q4_0x4 *wb = (const er_blk_q4_0x4 *)wg + b;
-            dw = load_d4(wb->d);
-            for (int c = 0; c < 4; c++) {
-                const uint8x16_t q = vld1q_u8(wb->q + 16 * c);
-                v[c] = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f)));
-                v[c + 4] = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
-            }
-        } else {
-            const er_blk_q8_0x4 *wb = (const er_blk_q8_0x4 *)wg + b;
-            dw = load_d4(wb->d);
-            for (int g = 0; g < 8; g++) v[g] = vld1q_s8(wb->q + 16 * g);
-        }
+        const float32x4_t dw = er_neon_load_x4(wg, b, v, q4);
         int32x4_t s[NP][2];
         for (int p = 0; p < np; p++) s[p][0] = s[p][1] = vdupq_n_s32(0);
 #pragma GCC unroll 4

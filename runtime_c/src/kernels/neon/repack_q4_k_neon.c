@@ -22,6 +22,7 @@
  */
 #include "neon.h"
 #include "repack_neon.h"
+#include "repack_load_neon.h"
 #include "dotlane_neon.h"
 
 #if ER_NEON_DOTPROD
@@ -32,8 +33,6 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define MT 4 /* activation rows per tile */
-
-static ALWAYS_INLINE float32x4_t load_d4(const er_f16 *d) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d))); }
 
 /* imin for the 4 rows: mins as int16 [sub-block j][row], activation
  * sub-block sums bs_j = bsums_2j + bsums_2j+1 (|bs_j| <= 32 * 127). */
@@ -73,7 +72,7 @@ static ALWAYS_INLINE void group_tile(const er_blk_q4_kx4 *wg, int nb, const unsi
         const int16x8_t m23 = vreinterpretq_s16_u16(vmovl_high_u8(mna));
         const int16x8_t m45 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mnb)));
         const int16x8_t m67 = vreinterpretq_s16_u16(vmovl_high_u8(mnb));
-        const float32x4_t dw = load_d4(w->d), dmw = load_d4(w->dmin);
+        const float32x4_t dw = er_neon_load_d4(w->d), dmw = er_neon_load_d4(w->dmin);
         const er_block_q8_k *xb[MT];
         int32x4_t isum[MT];
         for (int j = 0; j < mt; j++) {

@@ -20,6 +20,7 @@
  */
 #include "neon.h"
 #include "repack_neon.h"
+#include "repack_load_neon.h"
 #include "dotlane_neon.h"
 
 #if ER_NEON_DOTPROD
@@ -38,8 +39,6 @@ typedef struct {
     int32_t sum8; /* 8 * sum of the block's quants (Q4_0's offset) */
 } act_blk;
 
-static ALWAYS_INLINE float32x4_t load_d4(const er_f16 *d) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d))); }
-
 static ALWAYS_INLINE void prep(const unsigned char *x, size_t xs, int mt, int b0, int b1, act_blk a[MT][KB],
                                const int q4) {
     for (int j = 0; j < mt; j++) {
@@ -57,20 +56,7 @@ static ALWAYS_INLINE void group_tile(const void *wg, const unsigned char *x, siz
                                      act_blk a[MT][KB], float32x4_t acc[MT], const int q4) {
     for (int b = b0; b < b1; b++) {
         int8x16_t w[8];
-        float32x4_t dw;
-        if (q4) {
-            const er_blk_q4_0x4 *wb = (const er_blk_q4_0x4 *)wg + b;
-            dw = load_d4(wb->d);
-            for (int c = 0; c < 4; c++) {
-                const uint8x16_t q = vld1q_u8(wb->q + 16 * c);
-                w[c] = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f)));
-                w[c + 4] = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
-            }
-        } else {
-            const er_blk_q8_0x4 *wb = (const er_blk_q8_0x4 *)wg + b;
-            dw = load_d4(wb->d);
-            for (int g = 0; g < 8; g++) w[g] = vld1q_s8(wb->q + 16 * g);
-        }
+        const float32x4_t dw = er_neon_load_x4(wg, b, w, q4);
         for (int j = 0; j < mt; j++) {
             const int8_t *xq = ((const er_block_q8_0 *)(const void *)(x + (size_t)j * xs) + b)->qs;
             const int8x16_t x0 = vld1q_s8(xq), x1 = vld1q_s8(xq + 16);
