@@ -32,7 +32,7 @@ EPILOG = """\
 commands:
   run       generate text (or ids) from a prompt, streamed as it comes
   info      hyper-parameters, tensor types, arena plan, ISA of a model
-  convert   Hugging Face folder -> GGUF (f32, f16, bf16, q8_0, q4_0)
+  convert   Hugging Face folder -> GGUF (f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)
   tokenize  text -> token ids with a model's tokenizer
   bench     prefill/decode speed, TTFT, memory
   bench-tokenizer  tokenizer MB/s beside HF tokenizers and tiktoken

@@ -6,11 +6,19 @@ examples:
   edgerun convert ./SmolLM-135M smollm-f16.gguf                # default type f16
   edgerun convert ./TinyLlama-1.1B tinyllama-q8_0.gguf --type q8_0
   edgerun convert ./Qwen2.5-0.5B qwen-q4_0.gguf --type q4_0
+  edgerun convert ./TinyLlama-1.1B tinyllama-q4_k_m.gguf --type q4_k_m
 
 HF_DIR holds config.json, *.safetensors and tokenizer.json or tokenizer.model
 (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM). Norms and biases stay
 F32; 2-D weights take --type (a q-type tensor whose rows are not a multiple of
 32 is stored as F16, with a note). torch is not needed.
+
+K-quant mixes pick a type per tensor the way llama.cpp does without an
+importance matrix: q4_k_m and q5_k_m store most weights as Q4_K / Q5_K, and
+attn_v and ffn_down as Q6_K in the first and last eighth of the layers and in
+every third layer between; q6_k stores everything as Q6_K; the output
+projection is Q6_K in all three. Rows that are not a multiple of 256 cannot
+hold K-quant super-blocks and are stored as Q8_0, with a note.
 """
 
 
