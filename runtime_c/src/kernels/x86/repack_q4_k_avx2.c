@@ -182,9 +182,6 @@ static ALWAYS_INLINE void group_tile(const blk_q4_kx8 *wg, const unsigned char *
             xb[j] = (const er_block_q8_k *)(const void *)(x + (size_t)j * xs) + i;
             isum[j] = _mm256_setzero_si256();
         }
-        /* per chunk c and nibble half h (sub-block 2c + h): the 8 groups
-         * unpacked once, then each activation row's 8 maddubs summed in
-         * int16 and widened by one madd with the 8 rows' scales */
         /* per chunk c and nibble half h (sub-block 2c + h): each activation
          * row's 8 maddubs summed in int16 and widened by one madd with the 8
          * rows' scales */
