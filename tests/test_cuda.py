@@ -175,6 +175,57 @@ print(json.dumps([plan(device="cuda", n_ctx=64), plan(device="cuda", n_ctx=128, 
     # `edgerun info --device cuda` needs a GPU to open; the plan printing is covered by the JSON above
 
 
+def _wide_head_model(path, head_dim=320):
+    """A one-layer llama whose single head is head_dim wide, past what the
+    CUDA attention kernel keeps in shared memory (256)."""
+    import gguf
+    import numpy as np
+    rng = np.random.RandomState(0)
+    d, ff, v = head_dim, 64, 48
+    w = gguf.GGUFWriter(str(path), "llama")
+    for key, val in {"context_length": 64, "embedding_length": d, "block_count": 1, "feed_forward_length": ff,
+                     "attention.head_count": 1, "attention.head_count_kv": 1}.items():
+        w.add_uint32("llama." + key, val)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+
+    def t(*shape):
+        return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+    w.add_tensor("token_embd.weight", t(v, d))
+    for name, shape in {"attn_norm": (d,), "attn_q": (d, d), "attn_k": (d, d), "attn_v": (d, d),
+                        "attn_output": (d, d), "ffn_norm": (d,), "ffn_gate": (ff, d), "ffn_up": (ff, d),
+                        "ffn_down": (d, ff)}.items():
+        w.add_tensor(f"blk.0.{name}.weight", t(*shape))
+    w.add_tensor("output_norm.weight", t(d))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_cuda_plan_refuses_what_the_kernels_cannot_run(cuda_lib, tmp_path):
+    """Past the kernels' launch limits a step would be skipped and return
+    garbage; the plan (and so open) says so instead, as a typed error."""
+    wide = _wide_head_model(tmp_path / "wide-head.gguf")
+    r = _run_with(cuda_lib, f"""
+import edgerun.errors as E
+from edgerun.model import plan
+for path, kw in (({str(wide)!r}, {{}}), (None, {{"n_ctx": 65536, "n_batch": 65536}})):
+    try:
+        plan(path, device="cuda", **kw)
+    except E.UnsupportedError as e:
+        print("UNSUPPORTED:", e)
+    else:
+        print("PLANNED", path, kw)
+print("CPU", plan({str(wide)!r})["total_bytes"] > 0)
+print("OK", plan(device="cuda", n_ctx=65536, n_batch=65535)["device_bytes"] > 0)
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "UNSUPPORTED: head dimension 320: the CUDA attention kernel takes at most 256" in r.stdout, r.stdout
+    assert "UNSUPPORTED: n_batch 65536: the CUDA backend takes at most 65535 rows per step" in r.stdout, r.stdout
+    assert "CPU True" in r.stdout and "OK True" in r.stdout, r.stdout
+
+
 # ---------------------------------------------------------------- the library under test
 
 def test_device_argument_is_checked():

@@ -16,11 +16,15 @@ from edgerun.model import Model, default_model_path
 gpu = pytest.mark.skipif(not cuda.available(), reason=f"no CUDA device: {cuda.why_none()}")
 pytestmark = gpu
 
-# GPU vs CPU on the same file. F32/F16 weights: float32 summation order only
-# (~1e-6). Q8_0/Q4_0: the CPU rounds activations to Q8_0 blocks; the GPU
+# GPU vs CPU on the same file. F32 weights: float32 summation order only
+# (~1e-6). F16 weights: a prompt of more than one token runs on the tensor
+# cores, which take the activations as f16 (11 significant bits) where the
+# CPU keeps them f32: one 64-wide product already differs by ~2e-4 of its
+# largest value (numpy, f16-rounded x against f32 x), a stack of layers by
+# ~1e-3. Q8_0/Q4_0: the CPU rounds activations to Q8_0 blocks; the GPU
 # kernels may keep them in float, which shows as ~2e-2..5e-2 on these models
 # (see test_conformance_hf's QUANT_TOL_FLOAT_ACT); a layout bug is order 1.
-TOL = {"f32": 1e-4, "f16": 1e-4, "q8_0": 0.1, "q4_0": 0.1}
+TOL = {"f32": 1e-4, "f16": 3e-3, "q8_0": 0.1, "q4_0": 0.1}
 
 
 def prompt_ids(n_vocab, n, seed=1):

@@ -85,6 +85,16 @@ static void check_plan(const char *path) {
     er_plan_report r16;
     CHECK(er_plan(path, &o, &r16) == ER_OK, "f16 plan");
     CHECK(find(&r16, "gpu_kv_cache")->bytes < find(&r, "gpu_kv_cache")->bytes, "f16 KV is smaller");
+
+    /* a step of 65536 rows is past the kernels' grid limit: refused by the
+     * plan (and so by open), not run as a silent no-op; 65535 plans */
+    o.n_ctx = 65536;
+    o.n_batch = 65536;
+    er_plan_report big;
+    CHECK(er_plan(path, &o, &big) == ER_EUNSUPPORTED, "n_batch 65536 on cuda must be refused");
+    CHECK_CONTAINS(er_last_error(), "at most 65535 rows per step");
+    o.n_batch = 65535;
+    CHECK(er_plan(path, &o, &big) == ER_OK, "n_batch 65535 on cuda: %s", er_last_error());
 }
 
 static void check_open(const char *path) {

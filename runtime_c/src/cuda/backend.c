@@ -137,6 +137,10 @@ static int warm_up_eager(er_cuda *c, const er_model *m) {
         er_cuda_launch_forward(c, m, s0, B, B, c->logits_all);
     }
     erk_argmax((erk_stream)c->stream, s0->logits, V, c->pen_ids, 0, 1.0f, c->argmax_out, c->sample_scratch);
+    /* and with a repetition penalty: the kernel that marks penalised ids runs
+     * only then, and would otherwise load at the first penalised sample, in
+     * the middle of a generation (pen_ids is cleared device memory: id 0) */
+    erk_argmax((erk_stream)c->stream, s0->logits, V, c->pen_ids, 1, 1.5f, c->argmax_out, c->sample_scratch);
     erk_rank((erk_stream)c->stream, s0->logits, V, c->pen_ids, 0, 1.0f, 1.0f, c->rank_vals, c->rank_ids,
              c->sample_scratch);
     CUDA_CHECK(cudaGetLastError(), "warm-up launches");

@@ -113,4 +113,17 @@ void er_cuda_launch_greedy(er_cuda *c, const er_model *md, dev_slot *sl);
         if (e_ != cudaSuccess) return er_cuda_fail(ER_EIO, e_, what); \
     } while (0)
 
+/* CUDA_CHECK for calls made after a copy from pinned staging (h_words,
+ * h_pen) was queued on stream st: the error return first waits for the
+ * stream, so that the next call, which rewrites the staging buffer, cannot
+ * race a copy still in flight. */
+#define CUDA_CHECK_SYNC(call, what, st)                      \
+    do {                                                     \
+        cudaError_t e_ = (call);                             \
+        if (e_ != cudaSuccess) {                             \
+            (void)cudaStreamSynchronize(st);                 \
+            return er_cuda_fail(ER_EIO, e_, what);           \
+        }                                                    \
+    } while (0)
+
 #endif

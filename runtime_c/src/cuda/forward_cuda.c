@@ -77,25 +77,27 @@ int er_cuda_forward(er_session *s, const int32_t *ids, int m, float *logits_all)
     CUDA_CHECK(cudaMemcpyAsync(sl->words, c->h_words, (size_t)(m + 1) * sizeof(int32_t), cudaMemcpyHostToDevice, st),
                "copying the step's token ids to the GPU");
     if (m == 1 && sl->graph) {
-        CUDA_CHECK(cudaGraphLaunch(sl->graph, st), "launching the decode graph");
+        CUDA_CHECK_SYNC(cudaGraphLaunch(sl->graph, st), "launching the decode graph", st);
         if (logits_all)
-            CUDA_CHECK(cudaMemcpyAsync(logits_all, sl->logits, V * 4, cudaMemcpyDeviceToHost, st), "reading logits");
+            CUDA_CHECK_SYNC(cudaMemcpyAsync(logits_all, sl->logits, V * 4, cudaMemcpyDeviceToHost, st),
+                            "reading logits", st);
     } else if (logits_all) {
         er_cuda_launch_forward(c, md, sl, m, m, c->logits_all);
-        CUDA_CHECK(cudaGetLastError(), "launching the forward pass");
-        CUDA_CHECK(cudaMemcpyAsync(logits_all, c->logits_all, (size_t)m * V * 4, cudaMemcpyDeviceToHost, st),
-                   "reading logits");
-        CUDA_CHECK(cudaMemcpyAsync(sl->logits, c->logits_all + (size_t)(m - 1) * V, V * 4, cudaMemcpyDeviceToDevice,
-                                   st), "keeping the last logits");
+        CUDA_CHECK_SYNC(cudaGetLastError(), "launching the forward pass", st);
+        CUDA_CHECK_SYNC(cudaMemcpyAsync(logits_all, c->logits_all, (size_t)m * V * 4, cudaMemcpyDeviceToHost, st),
+                        "reading logits", st);
+        CUDA_CHECK_SYNC(cudaMemcpyAsync(sl->logits, c->logits_all + (size_t)(m - 1) * V, V * 4,
+                                        cudaMemcpyDeviceToDevice, st),
+                        "keeping the last logits", st);
     } else {
         er_cuda_launch_forward(c, md, sl, m, 1, sl->logits);
     }
     if (!(m == 1 && sl->graph)) er_cuda_launch_greedy(c, md, sl); /* the graph ends with it */
-    CUDA_CHECK(cudaGetLastError(), "launching the forward pass");
-    CUDA_CHECK(cudaMemcpyAsync(s->logits, sl->logits, V * 4, cudaMemcpyDeviceToHost, st), "reading logits");
-    CUDA_CHECK(cudaMemcpyAsync(c->h_out, c->argmax_out, sizeof(int32_t), cudaMemcpyDeviceToHost, st),
-               "reading the greedy id");
-    CUDA_CHECK(cudaStreamSynchronize(st), "the forward pass");
+    CUDA_CHECK_SYNC(cudaGetLastError(), "launching the forward pass", st);
+    CUDA_CHECK_SYNC(cudaMemcpyAsync(s->logits, sl->logits, V * 4, cudaMemcpyDeviceToHost, st), "reading logits", st);
+    CUDA_CHECK_SYNC(cudaMemcpyAsync(c->h_out, c->argmax_out, sizeof(int32_t), cudaMemcpyDeviceToHost, st),
+                    "reading the greedy id", st);
+    CUDA_CHECK_SYNC(cudaStreamSynchronize(st), "the forward pass", st);
     if (*c->h_out >= 0 && *c->h_out < md->d.n_vocab) {
         sl->greedy = *c->h_out;
         sl->greedy_valid = 1;

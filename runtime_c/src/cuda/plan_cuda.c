@@ -91,6 +91,17 @@ size_t er_cuda_host_bytes(const er_dims *d) {
 }
 
 int er_cuda_layout(const gguf_file *f, const er_dims *d, int tied_output, er_cuda *c, size_t bytes[ER_DSEC_COUNT]) {
+    /* Limits of the kernels' launch shapes, said here so that er_plan and
+     * er_model_open refuse them: past them a launch would be skipped and the
+     * step would return garbage. Rows of a step are grid.y of the matrix
+     * products and grid.z of prefill attention (at most 65535); attention
+     * keeps one head's query and output in shared memory (head_dim <= 256). */
+    if (d->n_batch > 65535)
+        return er_fail(ER_EUNSUPPORTED, "n_batch %d: the CUDA backend takes at most 65535 rows per step; "
+                       "use a smaller n_batch", d->n_batch);
+    if (d->head_dim > 256)
+        return er_fail(ER_EUNSUPPORTED, "head dimension %d: the CUDA attention kernel takes at most 256; "
+                       "run this model on the CPU", d->head_dim);
     walk w = {.f = f, .c = c};
     if (c) {
         uint8_t *p = c->dev_base;

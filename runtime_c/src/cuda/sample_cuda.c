@@ -43,10 +43,10 @@ static int sample_locked(er_session *s, const er_sampling *p, const int32_t *pen
     }
     if (p->temperature <= 0.0f) {
         erk_argmax(ks, sl->logits, V, c->pen_ids, n_pen, penalty, c->argmax_out, c->sample_scratch);
-        CUDA_CHECK(cudaGetLastError(), "launching argmax");
-        CUDA_CHECK(cudaMemcpyAsync(c->h_out, c->argmax_out, sizeof(int32_t), cudaMemcpyDeviceToHost, st),
-                   "reading the sampled id");
-        CUDA_CHECK(cudaStreamSynchronize(st), "greedy sampling");
+        CUDA_CHECK_SYNC(cudaGetLastError(), "launching argmax", st);
+        CUDA_CHECK_SYNC(cudaMemcpyAsync(c->h_out, c->argmax_out, sizeof(int32_t), cudaMemcpyDeviceToHost, st),
+                        "reading the sampled id", st);
+        CUDA_CHECK_SYNC(cudaStreamSynchronize(st), "greedy sampling", st);
         if (*c->h_out < 0 || *c->h_out >= V)
             return er_fail(ER_EIO, "CUDA argmax returned id %d outside [0, %d)", *c->h_out, V);
         *chosen = *c->h_out;
@@ -55,13 +55,13 @@ static int sample_locked(er_session *s, const er_sampling *p, const int32_t *pen
     }
     erk_rank(ks, sl->logits, V, c->pen_ids, n_pen, penalty, p->temperature, c->rank_vals, c->rank_ids,
              c->sample_scratch);
-    CUDA_CHECK(cudaGetLastError(), "launching the ranking");
+    CUDA_CHECK_SYNC(cudaGetLastError(), "launching the ranking", st);
     int n = p->top_k > 0 && p->top_k < V ? p->top_k : V;
-    CUDA_CHECK(cudaMemcpyAsync(s->cand_p, c->rank_vals, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, st),
-               "reading ranked logits");
-    CUDA_CHECK(cudaMemcpyAsync(s->cand_id, c->rank_ids, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
-               "reading ranked ids");
-    CUDA_CHECK(cudaStreamSynchronize(st), "sampling");
+    CUDA_CHECK_SYNC(cudaMemcpyAsync(s->cand_p, c->rank_vals, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, st),
+                    "reading ranked logits", st);
+    CUDA_CHECK_SYNC(cudaMemcpyAsync(s->cand_id, c->rank_ids, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
+                    "reading ranked ids", st);
+    CUDA_CHECK_SYNC(cudaStreamSynchronize(st), "sampling", st);
     for (int i = 0; i < n; i++)
         if (s->cand_id[i] < 0 || s->cand_id[i] >= V)
             return er_fail(ER_EIO, "CUDA ranking returned id %d outside [0, %d)", s->cand_id[i], V);
