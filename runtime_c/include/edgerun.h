@@ -78,7 +78,9 @@ typedef struct er_options {
                              must outlive the model */
     const char *isa;      /* NULL/"" = best for this CPU (or $EDGERUN_ISA); "generic", ...;
                              "cuda" = the CUDA backend on GPU 0 (a build with -Dcuda=enabled and a
-                             GPU + driver; otherwise ER_EUNSUPPORTED saying which is missing) */
+                             GPU + driver; otherwise ER_EUNSUPPORTED saying which is missing; also
+                             ER_EUNSUPPORTED for n_batch > 65535 or a head dimension > 256, past
+                             the CUDA kernels' launch limits) */
     int32_t trace_events; /* capacity of the op-trace ring in events, planned in the arena's "trace"
                              section; 0 = no ring (tracing unavailable, zero cost). With a ring,
                              recording starts on at open (see er_trace_enable). Range [0, 2^24]. */

@@ -22,13 +22,11 @@
 #define TC_LDS (TC_BK + 8)  /* padded smem row: a multiple of 8 halves, as WMMA needs */
 #define TC_LDC (TC_BN + 4)
 
+/* Saturates rather than overflows: one activation past f16's range (possible
+ * at ffn_down's input on models with outlier features) would turn a whole row
+ * of the product into inf/NaN. A NaN input fails both tests and stays NaN. */
 __global__ void k_to_half(const float *__restrict__ x, __half *__restrict__ xh, size_t count) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
-    {
-        /* saturate rather than overflow: one activation past f16's range
-         * (possible at ffn_down's input on models with outlier features)
-         * would turn a whole row of the product into inf/NaN. A NaN input
-         * fails both tests and stays NaN. */
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x) {
         const float v = x[i];
         xh[i] = __float2half_rn(v > 65504.0f ? 65504.0f : v < -65504.0f ? -65504.0f : v);
     }
