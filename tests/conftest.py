@@ -167,3 +167,33 @@ def hf_greedy(model, ids, n_new):
 def rel_err(a, b):
     """max|a-b| / max|b|: the error relative to the logits' scale."""
     return float(np.abs(np.asarray(a, np.float64) - b).max() / np.abs(b).max())
+
+
+KQ_LAYERS = 8
+
+
+@pytest.fixture(scope="session")
+def kmodel(tmp_path_factory):
+    """(folder, n_vocab): a tiny seeded Hugging Face Llama wide enough for
+    K-quant super-blocks (hidden 256, intermediate 512, KQ_LAYERS layers),
+    for the K-quant conversion tests and the CUDA ones."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    d = tmp_path_factory.mktemp("kq") / "hf"
+    n_vocab = build_tokenizer(d)
+    cfg = LlamaConfig(vocab_size=n_vocab, hidden_size=256, intermediate_size=512, num_hidden_layers=KQ_LAYERS,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5,
+                      tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, initializer_range=0.05)
+    torch.manual_seed(5)
+    model = LlamaForCausalLM(cfg).float().eval()
+    # Non-trivial norm gains. With gains of exactly 1, the first layer's input
+    # is a common multiple of quantized embedding values, whose ratios are
+    # small fractions: 127 * x / max|x| then lands exactly on .5 for some
+    # elements, and float32-vs-float64 noise decides the Q8_K rounding there
+    # (a systematic flip, measured at 3e-2 for one token).
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+    model.save_pretrained(str(d))
+    return d, n_vocab

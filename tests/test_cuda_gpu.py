@@ -1,7 +1,8 @@
 """The CUDA backend against the CPU backend, on a GPU (skipped without one).
 
 The conformance suite's tiny llama/qwen2 models (every variant: tied/untied,
-GQA, qwen2 biases, rope theta) in F32, F16, Q8_0 and Q4_0, and the embedded
+GQA, qwen2 biases, rope theta) in F32, F16, Q8_0 and Q4_0, a 256-wide Llama
+converted to Q4_K_M, Q5_K_M and Q6_K (every K-quant kernel), and the embedded
 model: logits at every position within tolerance, greedy tokens equal, F16
 KV, seeded sampling equal, snapshots round-trip, prefill chunking equal to
 token-by-token. `make gpu-check` runs these with the -Dcuda=enabled library.
@@ -47,6 +48,24 @@ def test_tiny_logits_match_cpu(tiny, variant, qtype):
             assert rel_err(b[t], a[t]) < TOL[qtype], (variant, qtype, t, rel_err(b[t], a[t]))
         if qtype in ("f32", "f16"):
             assert c.generate(ids[:8], max_tokens=24) == g.generate(ids[:8], max_tokens=24)
+
+
+@pytest.mark.parametrize("ktype", ["q4_k_m", "q5_k_m", "q6_k"])
+def test_kquant_logits_match_cpu(kmodel, tmp_path, ktype):
+    """K-quant files end to end: the CPU rounds activations to Q8_K, the GPU
+    keeps them in float (decode) or f16 (prefill on tensor cores), so the
+    quantized types' tolerance applies; a wrong scale, min or layout is
+    order 1. Prefill and step-by-step decode on the GPU agree more closely."""
+    from edgerun.convert import convert
+    path = tmp_path / f"k-{ktype}.gguf"
+    convert(kmodel[0], path, ktype, quiet=True)
+    with Model(path, n_ctx=64) as c, Model(path, n_ctx=64, device="cuda") as g:
+        ids = prompt_ids(c.n_vocab, 24)
+        a, b = c.logits(ids), g.logits(ids)
+        assert rel_err(b, a) < TOL["q8_0"], (ktype, rel_err(b, a))
+        with g.session() as s:
+            steps = np.stack([s.decode([i]) for i in ids])
+        assert rel_err(steps, b) < 1e-2, (ktype, rel_err(steps, b))
 
 
 def test_tiny_prefill_chunks_equal_token_by_token(tiny):

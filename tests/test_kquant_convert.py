@@ -15,7 +15,7 @@ intermediate 512, 8 layers) is converted to each K-quant file type, then:
 import numpy as np
 import pytest
 
-from conftest import build_tokenizer, rel_err
+from conftest import KQ_LAYERS as N_LAYER, rel_err
 
 # Runtime vs reference on the same K-quant file. Every super-block dot is an
 # exact integer sum with one float tail, the reference dequantizes the same
@@ -33,31 +33,6 @@ K_EXACT_POSITIONS = 3
 K_TOL = 3e-2
 # Against float activations the Q8_K rounding of activations itself shows.
 K_TOL_FLOAT_ACT = 0.1
-N_LAYER = 8
-
-
-@pytest.fixture(scope="module")
-def kmodel(tmp_path_factory):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-    d = tmp_path_factory.mktemp("kq") / "hf"
-    n_vocab = build_tokenizer(d)
-    cfg = LlamaConfig(vocab_size=n_vocab, hidden_size=256, intermediate_size=512, num_hidden_layers=N_LAYER,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5,
-                      tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, initializer_range=0.05)
-    torch.manual_seed(5)
-    model = LlamaForCausalLM(cfg).float().eval()
-    # Non-trivial norm gains. With gains of exactly 1, the first layer's input
-    # is a common multiple of quantized embedding values, whose ratios are
-    # small fractions: 127 * x / max|x| then lands exactly on .5 for some
-    # elements, and float32-vs-float64 noise decides the Q8_K rounding there
-    # (a systematic flip, measured at 3e-2 for one token).
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn_like(p))
-    model.save_pretrained(str(d))
-    return d, n_vocab
 
 
 @pytest.fixture(scope="module")
