@@ -121,3 +121,33 @@ def test_runtime_matches_reference(kmodel, converted, ftype):
     assert err <= K_TOL_EXACT, f"{ftype} {isa} vs reference, first {k} positions: {err:.2e}"
     err = rel_err(best, want)
     assert err <= K_TOL, f"{ftype} {isa} vs reference: {err:.2e}"
+
+
+_PROJECTIONS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
+@pytest.mark.parametrize("ftype", ["q4_k_m", "q5_k_m", "q6_k"])
+def test_repacked_kquants_equal_file_layout(converted, ftype, monkeypatch):
+    """The interleaved K-quant layouts (kernels/x86/repack_q*_k_avx2.c,
+    kernels/neon/repack_q*_k_neon.c) return generic's bits, like the
+    row-wise kernels on the file layout: with and without repacking the
+    whole model's logits are identical, and every projection matrix of the
+    file is in the repacked section where the table has layouts for all
+    three K-quant types."""
+    import edgerun
+    from edgerun import reference
+    path, _ = converted[ftype]
+    ids = [int(v) for v in np.random.RandomState(7).randint(0, 200, 20)]
+    with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
+        isa = m.isa
+        repacked = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
+        got = m.logits(ids)
+    monkeypatch.setenv("EDGERUN_REPACK", "0")
+    with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
+        want = m.logits(ids)
+    assert np.array_equal(got, want)
+    if isa not in ("avx2", "neon", "neon-dotprod", "neon-i8mm"):
+        pytest.skip(f"table {isa} keeps the file layout")
+    ref = reference.GGUFModel(path)
+    mats = [n for n in ref.raw if n == "output.weight" or n.split(".")[-2] in _PROJECTIONS]
+    assert repacked["bytes"] == repacked["used"] >= sum(len(ref.raw[n]) for n in mats) > 0

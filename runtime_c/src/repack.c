@@ -3,8 +3,8 @@
  * interleaved layout (er_kernels.repack_rows / repack / matmul_repacked),
  * in the arena's persistent "repacked" section.
  *
- * Only where a table has a layout that pays: AVX2 Q8_0, Q4_0 and Q4_K, 8
- * rows each (measured: kernels/x86/repack_*.c); NEON, NEON-dotprod and
+ * Only where a table has a layout that pays: AVX2 Q8_0, Q4_0, Q4_K, Q5_K
+ * and Q6_K, 8 rows each (measured: kernels/x86/repack_*.c); NEON, NEON-dotprod and
  * NEON-i8mm Q8_0, Q4_0 and Q4_K, 4 rows each (kernels/neon/repack_*.c;
  * chosen for the load pattern, not yet timed on Arm hardware). SVE keeps the
  * file layout (why: sve/table_sve.c). The mapped file is never written: the

@@ -87,6 +87,35 @@ static void random_q4_k(uint8_t *w, int n_out, int nb, size_t row_bytes, int sca
         }
 }
 
+/* Random Q5_K or Q6_K rows with realistic scales d (and dmin); rows
+ * r % ext_mod == ext_at get the extremes the kernels' integer sums must
+ * hold: every quant at its top value (Q5_K 31, Q6_K 63) and every scale at
+ * its limit (Q5_K's 6-bit scales and mins 63; Q6_K's int8 scales
+ * alternating -128 and 127). */
+static inline void random_kq(int wt, uint8_t *w, int n_out, int nb, size_t row_bytes, int ext_mod, int ext_at) {
+    for (size_t i = 0; i < row_bytes * (size_t)n_out; i++) w[i] = (uint8_t)rnd();
+    for (int r = 0; r < n_out; r++)
+        for (int b = 0; b < nb; b++) {
+            const int ext = r % ext_mod == ext_at;
+            if (wt == ER_W_Q6_K) {
+                er_block_q6_k *blk = (er_block_q6_k *)(void *)(w + (size_t)r * row_bytes) + b;
+                blk->d = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+                if (!ext) continue;
+                memset(blk->ql, 0xff, sizeof blk->ql);
+                memset(blk->qh, 0xff, sizeof blk->qh);
+                for (int j = 0; j < 16; j++) blk->scales[j] = (int8_t)(j % 2 ? 127 : -128);
+            } else {
+                er_block_q5_k *blk = (er_block_q5_k *)(void *)(w + (size_t)r * row_bytes) + b;
+                blk->d = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+                blk->dmin = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+                if (!ext) continue;
+                memset(blk->scales, 0xff, sizeof blk->scales);
+                memset(blk->qh, 0xff, sizeof blk->qh);
+                memset(blk->qs, 0xff, sizeof blk->qs);
+            }
+        }
+}
+
 /* The Q8_0/Q4_0 copies only reorder bytes: same multiset as the file's. */
 static void check_permutation(const er_kernels *k, int wt, int n, const uint8_t *w, const uint8_t *packed,
                               size_t bytes) {
@@ -133,12 +162,12 @@ static int ok_block_sums(const rc_mat *t, int r, int j, float got, float gen, in
     return ok;
 }
 
-/* Q4_K: generic's bits exactly. */
+/* K-quants: generic's bits exactly. */
 static int ok_generic_bits(const rc_mat *t, int r, int j, float got, float gen, int loud) {
     const int ok = memcmp(&got, &gen, sizeof(float)) == 0;
     if (!ok && loud)
-        fprintf(stderr, "%s q4_k n %d m %d row %d act %d: got %.9g generic %.9g\n", t->k->name, t->n, t->m, r, j,
-                (double)got, (double)gen);
+        fprintf(stderr, "%s wt %d n %d m %d row %d act %d: got %.9g generic %.9g\n", t->k->name, t->wt, t->n, t->m, r,
+                j, (double)got, (double)gen);
     return ok;
 }
 

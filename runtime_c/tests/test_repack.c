@@ -12,11 +12,12 @@
  * matrix; outputs outside the range must stay untouched. The repacked copy
  * must be the same size and hold the same bytes (a permutation).
  *
- * Q4_K layouts re-encode the 6-bit scales, so their copy is only the same
- * size; their matmul_repacked must return generic's matmul on the file
- * layout bit for bit (integer sums exact, kquant.h's float tail in the same
- * order), for Q8_K activations, including activation blocks of -127 and
- * 0 and the extreme 6-bit scales and mins.
+ * K-quant layouts (Q4_K, Q5_K, Q6_K) re-encode or regroup the scales, so
+ * their copy is only the same size; their matmul_repacked must return
+ * generic's matmul on the file layout bit for bit (integer sums exact,
+ * kquant.h's float tail in the same order), for Q8_K activations, including
+ * activation blocks of -127 and 0, every quant at its top value and the
+ * extreme scales (what overflows an int16 sum first).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,17 +56,21 @@ static void check_table(const er_kernels *k, int wt, int n, int n_out, int m) {
     free(y);
 }
 
-/* Q4_K: matmul_repacked on the repacked copy against generic's matmul on the
- * file layout, bit for bit. */
-static void check_table_q4_k(const er_kernels *k, int n, int n_out, int m) {
+/* K-quants: matmul_repacked on the repacked copy against generic's matmul
+ * on the file layout, bit for bit. */
+static void check_table_kq(const er_kernels *k, int wt, int n, int n_out, int m) {
     const int nb = n / ER_QK_K;
-    const size_t row_bytes = (size_t)nb * sizeof(er_block_q4_k), bytes = row_bytes * (size_t)n_out;
+    const size_t bs = wt == ER_W_Q4_K ? sizeof(er_block_q4_k) : wt == ER_W_Q5_K ? sizeof(er_block_q5_k) : sizeof(er_block_q6_k);
+    const size_t row_bytes = (size_t)nb * bs, bytes = row_bytes * (size_t)n_out;
     const size_t xs = sizeof(er_block_q8_k) * (size_t)nb + 12; /* padded: stride != row size */
     uint8_t *w = malloc(bytes), *packed = malloc(bytes);
     float *xf = malloc(sizeof(float) * (size_t)n * (size_t)m);
     uint8_t *xq = malloc(xs * (size_t)m);
     float *y = malloc(sizeof(float) * (size_t)n_out * (size_t)m), *yg = malloc(sizeof(float) * (size_t)n_out * (size_t)m);
-    random_q4_k(w, n_out, nb, row_bytes, 7, 3, 0, 0);
+    if (wt == ER_W_Q4_K)
+        random_q4_k(w, n_out, nb, row_bytes, 7, 3, 0, 0);
+    else
+        random_kq(wt, w, n_out, nb, row_bytes, 7, 3);
     for (int i = 0; i < n * m; i++) xf[i] = rndf() * (i % 97 == 0 ? 20.0f : 1.0f);
     /* one activation super-block of -127 throughout (the extreme Q8_K holds), one all 0 */
     for (int i = 0; i < ER_QK_K && m > 1; i++) xf[(size_t)n + (size_t)i] = -3.0f;
@@ -73,11 +78,13 @@ static void check_table_q4_k(const er_kernels *k, int n, int n_out, int m) {
     for (int j = 0; j < m; j++) er_gen_quantize_row_q8_k(xf + (size_t)j * n, xq + (size_t)j * xs, n);
 
     memset(packed, 0xA5, bytes);
-    k->repack[ER_W_Q4_K](w, packed, row_bytes, n, n_out);
+    k->repack[wt](w, packed, row_bytes, n, n_out);
 
-    const rc_mat t = {.k = k, .wt = ER_W_Q4_K, .n = n, .n_out = n_out, .m = m, .w = w, .packed = packed,
+    char what[16];
+    snprintf(what, sizeof what, "wt %d", wt);
+    const rc_mat t = {.k = k, .wt = wt, .n = n, .n_out = n_out, .m = m, .w = w, .packed = packed,
                       .row_bytes = row_bytes, .x = xq, .x_stride = xs, .y = y, .yg = yg};
-    check_ranges(&t, ok_generic_bits, "q4_k");
+    check_ranges(&t, ok_generic_bits, what);
     free(w);
     free(packed);
     free(xf);
@@ -99,18 +106,18 @@ int main(void) {
         for (int wt = 0; wt < ER_W_COUNT; wt++) {
             if (k->repack_rows[wt] <= 0) continue;
             CHECK(k->repack[wt] && k->matmul_repacked[wt], "%s: repack_rows without functions", k->name);
-            CHECK(wt == ER_W_Q4_0 || wt == ER_W_Q8_0 || wt == ER_W_Q4_K,
-                  "%s: this test knows only Q4_0/Q8_0/Q4_K layouts", k->name);
+            CHECK(wt == ER_W_Q4_0 || wt == ER_W_Q8_0 || wt >= ER_W_Q4_K,
+                  "%s: this test knows only Q4_0/Q8_0 and K-quant layouts", k->name);
             if (!k->repack[wt] || !k->matmul_repacked[wt]) continue;
             const int unit = k->repack_rows[wt];
-            if (wt == ER_W_Q4_K) {
+            if (wt >= ER_W_Q4_K) {
                 /* 16640 = 65 super-blocks: more than one 64-block slice */
                 const int ns[] = {256, 768, 2048, 16640};
                 const int ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 13};
                 for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
                     for (size_t b = 0; b < sizeof ms / sizeof ms[0]; b++) {
-                        check_table_q4_k(k, ns[a], unit, ms[b]);
-                        check_table_q4_k(k, ns[a], 5 * unit, ms[b]);
+                        check_table_kq(k, wt, ns[a], unit, ms[b]);
+                        check_table_kq(k, wt, ns[a], 5 * unit, ms[b]);
                     }
                 printf("table %-12s type %d: repacked matmul bit-identical to generic (%d-row groups)\n", k->name, wt,
                        unit);

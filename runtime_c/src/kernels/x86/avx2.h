@@ -71,6 +71,10 @@ void er_avx2_interleave_x8(const void *src, void *dst, size_t row_bytes, int n_i
 void er_avx2_matmul_q4_0x8(const er_matmul_args *a);
 void er_avx2_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx2_matmul_q4_kx8(const er_matmul_args *a);
+void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_matmul_q5_kx8(const er_matmul_args *a);
+void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_matmul_q6_kx8(const er_matmul_args *a);
 void er_avx2_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx2_matmul_q8_0x8(const er_matmul_args *a);
 

@@ -52,10 +52,12 @@ static const er_kernels k_avx2 = {
     .f32_to_f16 = er_avx2_f32_to_f16,
     .f16_to_f32 = er_avx2_f16_to_f32,
     /* 8-row interleaved layouts: kernels/x86/repack_*.c say why each pays */
-    .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = 8, [ER_W_Q4_K] = 8},
-    .repack = {[ER_W_Q8_0] = er_avx2_repack_q8_0, [ER_W_Q4_0] = er_avx2_repack_q4_0, [ER_W_Q4_K] = er_avx2_repack_q4_k},
+    .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = 8, [ER_W_Q4_K] = 8, [ER_W_Q5_K] = 8, [ER_W_Q6_K] = 8},
+    .repack = {[ER_W_Q8_0] = er_avx2_repack_q8_0, [ER_W_Q4_0] = er_avx2_repack_q4_0, [ER_W_Q4_K] = er_avx2_repack_q4_k,
+               [ER_W_Q5_K] = er_avx2_repack_q5_k, [ER_W_Q6_K] = er_avx2_repack_q6_k},
     .matmul_repacked = {[ER_W_Q8_0] = er_avx2_matmul_q8_0x8, [ER_W_Q4_0] = er_avx2_matmul_q4_0x8,
-                        [ER_W_Q4_K] = er_avx2_matmul_q4_kx8},
+                        [ER_W_Q4_K] = er_avx2_matmul_q4_kx8, [ER_W_Q5_K] = er_avx2_matmul_q5_kx8,
+                        [ER_W_Q6_K] = er_avx2_matmul_q6_kx8},
 };
 
 const er_kernels *er_kernels_avx2(void) { return &k_avx2; }

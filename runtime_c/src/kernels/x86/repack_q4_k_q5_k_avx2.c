@@ -1,9 +1,10 @@
 /*
- * repack_q4_k_avx2.c — Q4_K matrices in 8-row interleaved super-blocks, AVX2.
+ * repack_q4_k_q5_k_avx2.c — Q4_K and Q5_K matrices in 8-row interleaved
+ * super-blocks, AVX2: one kernel body, Q5_K adding the fifth bit.
  *
- * Layout (repack_rows = 8; 8 x 144 = 1152 bytes per record, the same size as
- * the file's 8 blocks; written at open by er_avx2_repack_q4_k): for each
- * group of 8 weight rows and each super-block index i, one record
+ * Q4_K layout (repack_rows = 8; 8 x 144 = 1152 bytes per record, the same
+ * size as the file's 8 blocks; written at open by er_avx2_repack_q4_k): for
+ * each group of 8 weight rows and each super-block index i, one record
  *   f16 d[8], dmin[8]          the 8 rows' scales side by side
  *   u8  sl[2][32]              part p (sub-blocks 4p..4p+3): byte 16h + 4jj + q
  *                              for row r = 4h + q, sub-block j = 4p + jj holds
@@ -20,6 +21,14 @@
  * halves' lanes, one pshufb turns a part vector into the madd multiplier of a
  * sub-block for all 8 rows, so the per-row scalar scale unpacking of the
  * file layout (kquant.h's er_kq_scale_min) is gone from the hot loop.
+ *
+ * Q5_K layout (8 x 176 = 1408 bytes): the Q4_K record with, between sh and
+ * qs, u8 qh[8][8][4] (group g, row r: the row's file bytes qh[4g..4g+3]):
+ * one load gives the fifth bits of chunk c's group g for both nibble halves
+ * (bits 2c and 2c + 1), one shift and mask each put them at bit 4. The
+ * quants are then 0..31, so the int16 sum of a sub-block's 8 maddubs could
+ * reach 8 * 2 * 31 * 127 = 62992: it is split into two sums of 4 groups
+ * (<= 31496), each widened by its own madd with the scales.
  *
  * Why it pays: the activation's 4 bytes are broadcast and one maddubs gives 8
  * rows' pair sums; 8 groups add in int16 (<= 8 * 2 * 15 * 127 = 30480), one
@@ -43,56 +52,85 @@
  */
 #include <string.h>
 
-#include "avx2.h"
+#include "kq_x8_avx2.h"
 #include "../kquant.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* the part both records start with: scales, mins and their 6-bit codes */
 typedef struct {
     er_f16 d[8];
     er_f16 dmin[8];
     uint8_t sl[2][32];
     uint8_t sh[32];
+} kx8_scales;
+
+typedef struct {
+    kx8_scales s;
     uint8_t qs[1024];
 } blk_q4_kx8;
 
+typedef struct {
+    kx8_scales s;
+    uint8_t qh[256];
+    uint8_t qs[1024];
+} blk_q5_kx8;
+
 _Static_assert(sizeof(blk_q4_kx8) == 8 * sizeof(er_block_q4_k), "Q4_Kx8 must take 8 blocks' bytes");
+_Static_assert(sizeof(blk_q5_kx8) == 8 * sizeof(er_block_q5_k), "Q5_Kx8 must take 8 blocks' bytes");
 
 /* ---- repacking (at open) -------------------------------------------------- */
+
+/* Row r's d, dmin, re-encoded scales/mins and qs (the Q4_K and Q5_K
+ * super-blocks share these fields' meaning) into a record. */
+static void put_row(kx8_scales *o, uint8_t *qs_out, int r, er_f16 d, er_f16 dmin, const uint8_t scales[12],
+                    const uint8_t *qs) {
+    o->d[r] = d;
+    o->dmin[r] = dmin;
+    uint8_t sc[8], mn[8];
+    er_kq_scale_min(scales, sc, mn);
+    for (int j = 0; j < 8; j++) {
+        const int p = j / 4, k = 16 * (r / 4) + 4 * (j % 4) + r % 4;
+        o->sl[p][k] = (uint8_t)((sc[j] & 15) | (mn[j] & 15) << 4);
+        o->sh[k] |= (uint8_t)(((sc[j] >> 4) | (mn[j] >> 4) << 2) << (4 * p));
+    }
+    for (int c = 0; c < 4; c++)
+        for (int g = 0; g < 8; g++) memcpy(&qs_out[256 * c + 32 * g + 4 * r], &qs[32 * c + 4 * g], 4);
+}
 
 void er_avx2_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     const int nb = n_in / ER_QK_K;
     blk_q4_kx8 *out = dst;
     for (int g8 = 0; g8 < n_out / 8; g8++)
         for (int i = 0; i < nb; i++, out++) {
-            memset(out->sh, 0, sizeof out->sh);
+            memset(out->s.sh, 0, sizeof out->s.sh);
             for (int r = 0; r < 8; r++) {
                 const er_block_q4_k *in =
                     (const er_block_q4_k *)(const void *)((const uint8_t *)src + (size_t)(8 * g8 + r) * row_bytes) + i;
-                out->d[r] = in->d;
-                out->dmin[r] = in->dmin;
-                uint8_t sc[8], mn[8];
-                er_kq_scale_min(in->scales, sc, mn);
-                for (int j = 0; j < 8; j++) {
-                    const int p = j / 4, k = 16 * (r / 4) + 4 * (j % 4) + r % 4;
-                    out->sl[p][k] = (uint8_t)((sc[j] & 15) | (mn[j] & 15) << 4);
-                    out->sh[k] |= (uint8_t)(((sc[j] >> 4) | (mn[j] >> 4) << 2) << (4 * p));
-                }
-                for (int c = 0; c < 4; c++)
-                    for (int g = 0; g < 8; g++) memcpy(&out->qs[256 * c + 32 * g + 4 * r], &in->qs[32 * c + 4 * g], 4);
+                put_row(&out->s, out->qs, r, in->d, in->dmin, in->scales, in->qs);
+            }
+        }
+}
+
+void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+    const int nb = n_in / ER_QK_K;
+    blk_q5_kx8 *out = dst;
+    for (int g8 = 0; g8 < n_out / 8; g8++)
+        for (int i = 0; i < nb; i++, out++) {
+            memset(out->s.sh, 0, sizeof out->s.sh);
+            for (int r = 0; r < 8; r++) {
+                const er_block_q5_k *in =
+                    (const er_block_q5_k *)(const void *)((const uint8_t *)src + (size_t)(8 * g8 + r) * row_bytes) + i;
+                put_row(&out->s, out->qs, r, in->d, in->dmin, in->scales, in->qs);
+                for (int g = 0; g < 8; g++) memcpy(&out->qh[32 * g + 4 * r], &in->qh[4 * g], 4);
             }
         }
 }
 
 /* ---- kernels ---------------------------------------------------------------- */
 
-static ALWAYS_INLINE __m256i ld(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
-static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
+#define ld er_kq8_ld
+#define bcast4 er_kq8_bcast4
 
 /* pshufb controls, the same in both 128-bit halves. k_sc[jj]: lane q gets
  * int16 (s, s) from byte 4jj + q (madd multiplies both of a lane's pair sums
@@ -138,7 +176,7 @@ static ALWAYS_INLINE void prep(const unsigned char *x, size_t xs, int mt, int i0
 
 /* The 8 rows' scales (part 0 and 1) and mins of one record as bytes in the
  * sl layout. */
-static ALWAYS_INLINE void scales8(const blk_q4_kx8 *w, __m256i *sc0, __m256i *sc1, __m256i *mn0, __m256i *mn1) {
+static ALWAYS_INLINE void scales8(const kx8_scales *w, __m256i *sc0, __m256i *sc1, __m256i *mn0, __m256i *mn1) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     const __m256i l0 = ld(w->sl[0]), l1 = ld(w->sl[1]), h = ld(w->sh);
     *sc0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
@@ -155,23 +193,33 @@ static ALWAYS_INLINE __m256i mins8(__m256i mn0, __m256i mn1, const act_kblk *ab)
     return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_shuffle_epi8(mn1, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[3])));
 }
 
-/* er_kq_accum on 8 lanes, statement for statement. */
-static ALWAYS_INLINE __m256 accum8(__m256 sum, __m256 dw, __m256 dmw, float dx, __m256i isum, __m256i imin) {
-    const __m256 vdx = _mm256_set1_ps(dx);
-    const __m256 dd = _mm256_mul_ps(dw, vdx);
-    const __m256 dm = _mm256_mul_ps(dmw, vdx);
-    const __m256 a = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum));
-    const __m256 b = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(imin));
-    return _mm256_add_ps(sum, _mm256_sub_ps(a, b));
+/* Group g of chunk c's quants for nibble half h as unsigned bytes: the
+ * nibble, and for Q5_K (qh: the record's qh) its fifth bit, bit 2c + h of
+ * the qh byte, moved to bit 4 (16-bit shifts of at most 4 move no bit
+ * across a byte boundary into bit 4). */
+static ALWAYS_INLINE __m256i unpack_k(const uint8_t *q, const uint8_t *qh, int g, const int c, const int h,
+                                      const int q5) {
+    const __m256i qv = ld(q + 32 * g);
+    const __m256i u = _mm256_and_si256(h ? _mm256_srli_epi16(qv, 4) : qv, _mm256_set1_epi8(0x0f));
+    if (!q5) return u;
+    const int sh = 4 - (2 * c + h);
+    const __m256i hv = ld(qh + 32 * g);
+    const __m256i b = sh > 0 ? _mm256_slli_epi16(hv, sh) : sh < 0 ? _mm256_srli_epi16(hv, -sh) : hv;
+    return _mm256_or_si256(u, _mm256_and_si256(b, _mm256_set1_epi8(0x10)));
 }
 
 /* One group of 8 weight rows against mt (1..MT) activation rows over
- * super-blocks [i0, i1): acc[j] (lane r = weight row r) += ... */
-static ALWAYS_INLINE void group_tile(const blk_q4_kx8 *wg, const unsigned char *x, size_t xs, const int mt, int i0,
-                                     int i1, act_kblk a[MT][KB], __m256 acc[MT]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+ * super-blocks [i0, i1): acc[j] (lane r = weight row r) += ... The record
+ * at wg + i * rec bytes is a blk_q4_kx8, or a blk_q5_kx8 when q5. */
+static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, size_t xs, const int mt, int i0,
+                                     int i1, act_kblk a[MT][KB], __m256 acc[MT], const int q5) {
+    const size_t rec = q5 ? sizeof(blk_q5_kx8) : sizeof(blk_q4_kx8);
+    /* groups per int16 sum: 8 maddubs of 4-bit quants fit int16, of 5-bit 4 */
+    const int gs = q5 ? 4 : 8;
     for (int i = i0; i < i1; i++) {
-        const blk_q4_kx8 *w = wg + i;
+        const kx8_scales *w = (const kx8_scales *)(const void *)(wg + (size_t)i * rec);
+        const uint8_t *qs = q5 ? ((const blk_q5_kx8 *)(const void *)w)->qs : ((const blk_q4_kx8 *)(const void *)w)->qs;
+        const uint8_t *qh = q5 ? ((const blk_q5_kx8 *)(const void *)w)->qh : NULL;
         __m256i sc0, sc1, mn0, mn1;
         scales8(w, &sc0, &sc1, &mn0, &mn1);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)w->d));
@@ -183,23 +231,27 @@ static ALWAYS_INLINE void group_tile(const blk_q4_kx8 *wg, const unsigned char *
             isum[j] = _mm256_setzero_si256();
         }
         /* per chunk c and nibble half h (sub-block 2c + h): each activation
-         * row's 8 maddubs summed in int16 and widened by one madd with the 8
-         * rows' scales */
+         * row's maddubs summed in int16, gs groups at a time, each sum
+         * widened by a madd with the 8 rows' scales */
         for (int c = 0; c < 4; c++)
             for (int h = 0; h < 2; h++) {
-                const uint8_t *q = w->qs + 256 * c;
+                const uint8_t *q = qs + 256 * c;
                 const __m256i sv = _mm256_shuffle_epi8(c < 2 ? sc0 : sc1, ctrl_sc(2 * (c & 1) + h));
                 if (mt == 1) {
-                    /* decode: the 8 groups unpacked first, then one chain of
+                    /* decode: the 8 groups unpacked first, then chains of
                      * maddubs (12% faster than the tile loop below at m = 1) */
                     const int8_t *xq = xb[0]->qs + 64 * c + 32 * h;
                     __m256i u[8];
 #pragma GCC unroll 8
-                    for (int g = 0; g < 8; g++) u[g] = _mm256_and_si256(h ? _mm256_srli_epi16(ld(q + 32 * g), 4) : ld(q + 32 * g), m4);
-                    __m256i s = _mm256_maddubs_epi16(u[0], bcast4(xq));
+                    for (int g = 0; g < 8; g++) u[g] = unpack_k(q, qh, g, c, h, q5);
+#pragma GCC unroll 2
+                    for (int g0 = 0; g0 < 8; g0 += gs) {
+                        __m256i s = _mm256_maddubs_epi16(u[g0], bcast4(xq + 4 * g0));
 #pragma GCC unroll 8
-                    for (int g = 1; g < 8; g++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[g], bcast4(xq + 4 * g)));
-                    isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s, sv));
+                        for (int g = g0 + 1; g < g0 + gs; g++)
+                            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[g], bcast4(xq + 4 * g)));
+                        isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s, sv));
+                    }
                     continue;
                 }
                 /* prefill tiles: each group unpacked and used at once for every
@@ -210,47 +262,41 @@ static ALWAYS_INLINE void group_tile(const blk_q4_kx8 *wg, const unsigned char *
                 for (int j = 0; j < mt; j++) s[j] = _mm256_setzero_si256();
 #pragma GCC unroll 2
                 for (int g = 0; g < 8; g++) {
-                    const __m256i qv = ld(q + 32 * g);
-                    const __m256i u = _mm256_and_si256(h ? _mm256_srli_epi16(qv, 4) : qv, m4);
+                    const __m256i u = unpack_k(q, qh, g, c, h, q5);
 #pragma GCC unroll 8
                     for (int j = 0; j < mt; j++)
                         s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bcast4(xb[j]->qs + 64 * c + 32 * h + 4 * g)));
+                    if (g % gs == gs - 1)
+                        for (int j = 0; j < mt; j++) {
+                            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s[j], sv));
+                            s[j] = _mm256_setzero_si256();
+                        }
                 }
-                for (int j = 0; j < mt; j++) isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s[j], sv));
             }
         for (int j = 0; j < mt; j++)
-            acc[j] = accum8(acc[j], dw, dmw, xb[j]->d, isum[j], mins8(mn0, mn1, &a[j][i - i0]));
+            acc[j] = er_kq8_accum(acc[j], dw, dmw, xb[j]->d, isum[j], mins8(mn0, mn1, &a[j][i - i0]));
     }
-}
-
-/* Rows per pass over the activation tiles: row groups of about 64 KiB of
- * weights (one slice), so a prefill reads them from memory once and from L2
- * for every further tile; forward.c's chunks are about this size already,
- * this keeps a larger [r0, r1) from streaming the weights m / MT times. */
-static ALWAYS_INLINE int row_chunk(size_t group_bytes) {
-    const int groups = group_bytes < 65536 ? (int)(65536 / group_bytes) : 1;
-    return 8 * groups;
 }
 
 /* Row groups [c0, c1) against activation rows [j0, j0 + mt) over the
  * super-blocks [i0, i1) of the slice prepared in ab. */
-static void rows_tile(const er_matmul_args *a, size_t group_bytes, int c0, int c1, int j0, int mt, int i0, int i1,
-                      act_kblk ab[MT][KB]) {
+static ALWAYS_INLINE void rows_tile(const er_matmul_args *a, size_t group_bytes, int c0, int c1, int j0, int mt, int i0,
+                                    int i1, act_kblk ab[MT][KB], const int q5) {
     const unsigned char *xj = (const unsigned char *)a->x + (size_t)j0 * a->x_stride;
     for (int r = c0; r < c1; r += 8) {
-        const blk_q4_kx8 *wg = (const blk_q4_kx8 *)(const void *)((const unsigned char *)a->w + (size_t)(r / 8) * group_bytes);
+        const uint8_t *wg = (const uint8_t *)a->w + (size_t)(r / 8) * group_bytes;
         float *y = a->y + (size_t)j0 * a->y_stride + (size_t)r;
         __m256 acc[MT];
         for (int j = 0; j < mt; j++) acc[j] = i0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y + (size_t)j * a->y_stride);
         /* one call per tile height, so each inlined copy keeps its
          * accumulators in registers */
         switch (mt) {
-        case 1: group_tile(wg, xj, a->x_stride, 1, i0, i1, ab, acc); break;
-        case 2: group_tile(wg, xj, a->x_stride, 2, i0, i1, ab, acc); break;
-        case 3: group_tile(wg, xj, a->x_stride, 3, i0, i1, ab, acc); break;
-        case 4: group_tile(wg, xj, a->x_stride, 4, i0, i1, ab, acc); break;
-        case 5: group_tile(wg, xj, a->x_stride, 5, i0, i1, ab, acc); break;
-        default: group_tile(wg, xj, a->x_stride, 6, i0, i1, ab, acc); break;
+        case 1: group_tile(wg, xj, a->x_stride, 1, i0, i1, ab, acc, q5); break;
+        case 2: group_tile(wg, xj, a->x_stride, 2, i0, i1, ab, acc, q5); break;
+        case 3: group_tile(wg, xj, a->x_stride, 3, i0, i1, ab, acc, q5); break;
+        case 4: group_tile(wg, xj, a->x_stride, 4, i0, i1, ab, acc, q5); break;
+        case 5: group_tile(wg, xj, a->x_stride, 5, i0, i1, ab, acc, q5); break;
+        default: group_tile(wg, xj, a->x_stride, 6, i0, i1, ab, acc, q5); break;
         }
         for (int j = 0; j < mt; j++) _mm256_storeu_ps(y + (size_t)j * a->y_stride, acc[j]);
     }
@@ -259,10 +305,10 @@ static void rows_tile(const er_matmul_args *a, size_t group_bytes, int c0, int c
 /* a->w: the repacked matrix; rows [r0, r1) with r0 and r1 - r0 multiples of
  * 8 (forward.c chunks so). A slice after the first continues each lane's
  * sum from y, so the float additions stay in generic's order. */
-void er_avx2_matmul_q4_kx8(const er_matmul_args *a) {
+static ALWAYS_INLINE void matmul_kx8(const er_matmul_args *a, const int q5) {
     const int nb = a->n / ER_QK_K;
-    const size_t group_bytes = (size_t)nb * sizeof(blk_q4_kx8);
-    const int chunk = row_chunk(group_bytes);
+    const size_t group_bytes = (size_t)nb * (q5 ? sizeof(blk_q5_kx8) : sizeof(blk_q4_kx8));
+    const int chunk = er_kq8_row_chunk(group_bytes);
     act_kblk ab[MT][KB];
     for (int i0 = 0; i0 < nb; i0 += KB) {
         const int i1 = nb - i0 < KB ? nb : i0 + KB;
@@ -271,8 +317,11 @@ void er_avx2_matmul_q4_kx8(const er_matmul_args *a) {
             for (int j0 = 0; j0 < a->m; j0 += MT) {
                 const int mt = a->m - j0 < MT ? a->m - j0 : MT;
                 prep((const unsigned char *)a->x + (size_t)j0 * a->x_stride, a->x_stride, mt, i0, i1, ab);
-                rows_tile(a, group_bytes, c0, c1, j0, mt, i0, i1, ab);
+                rows_tile(a, group_bytes, c0, c1, j0, mt, i0, i1, ab, q5);
             }
         }
     }
 }
+
+void er_avx2_matmul_q4_kx8(const er_matmul_args *a) { matmul_kx8(a, 0); }
+void er_avx2_matmul_q5_kx8(const er_matmul_args *a) { matmul_kx8(a, 1); }

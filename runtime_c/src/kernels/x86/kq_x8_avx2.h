@@ -1,0 +1,50 @@
+/*
+ * kq_x8_avx2.h — what the 8-row interleaved K-quant kernels share
+ * (repack_q4_k_q5_k_avx2.c for Q4_K and Q5_K, repack_q6_k_avx2.c for Q6_K): the
+ * unaligned load, the 4-byte activation broadcast that meets a 32-byte
+ * load of 8 rows x 4 quants, and kquant.h's float tail on 8 lanes. Include
+ * only from files compiled with the AVX2 flags (kernels/meson.build).
+ */
+#ifndef ER_KERNELS_KQ_X8_AVX2_H
+#define ER_KERNELS_KQ_X8_AVX2_H
+
+#include <string.h>
+
+#include "avx2.h"
+
+static inline __attribute__((always_inline)) __m256i er_kq8_ld(const void *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* 4 activation quants in every 32-bit lane: lane r meets row r's 4 quants */
+static inline __attribute__((always_inline)) __m256i er_kq8_bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* er_kq_accum on 8 lanes, statement for statement: IEEE mul/sub/add give
+ * the same bits in a vector lane as in a scalar, and the library is built
+ * with -std=c11, where GCC does not contract separate statements into FMA.
+ * Fusing any two of these would break the bit-identity with generic that
+ * test_repack checks. */
+static inline __attribute__((always_inline)) __m256 er_kq8_accum(__m256 sum, __m256 dw, __m256 dmw, float dx,
+                                                                 __m256i isum, __m256i imin) {
+    const __m256 vdx = _mm256_set1_ps(dx);
+    const __m256 dd = _mm256_mul_ps(dw, vdx);
+    const __m256 dm = _mm256_mul_ps(dmw, vdx);
+    const __m256 a = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum));
+    const __m256 b = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(imin));
+    return _mm256_add_ps(sum, _mm256_sub_ps(a, b));
+}
+
+/* Rows per pass over the activation tiles: row groups of about 64 KiB of
+ * weights, so a prefill reads them from memory once and from L2 for every
+ * further tile; forward.c's chunks are about this size already, this keeps
+ * a larger [r0, r1) from streaming the weights m / MT times. */
+static inline __attribute__((always_inline)) int er_kq8_row_chunk(size_t group_bytes) {
+    const int groups = group_bytes < 65536 ? (int)(65536 / group_bytes) : 1;
+    return 8 * groups;
+}
+
+#endif
