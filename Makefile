@@ -13,7 +13,7 @@
 #   make soak        10,000 generate requests: RSS growth (Python, C) and leaks (C under LeakSanitizer)
 #   make bench-latency  per-token latency percentiles and first-request latency (scripts/bench_latency.py)
 #   make test-tsan-swap  the live model swap stress test under ThreadSanitizer (clang)
-#   make bench       edgerun vs llama.cpp: 15M/110M shapes x F32/Q8_0/Q4_0/Q4_K x 1,2 threads -> docs/PERFORMANCE.md
+#   make bench       edgerun vs llama.cpp: 15M/110M x F32/Q8_0/Q4_0/Q4_K (+110M Q4_K_M/Q5_K_M/Q6_K) x 1,2 threads
 #                    (then bench-qemu-isa)
 #   make bench-qemu-isa  Arm kernel tables' speed-up over generic under qemu -> docs/PERFORMANCE.md
 #   make bench-board BOARD=rpi5         the board's cross build under qemu: latency, gates (JSON + PNG)
@@ -231,7 +231,8 @@ test-boards: setup
 $(BENCH_DIR)/llama15m-%.gguf: scripts/make_bench_model.py
 	$(PY) scripts/make_bench_model.py $@ --type $*
 
-# The matrix (bench.matrix): 15M and 110M shapes x F32/Q8_0/Q4_0/Q4_K x 1 and
+# The matrix (bench.matrix): 15M and 110M shapes x F32/Q8_0/Q4_0/Q4_K (and on
+# 110M the Q4_K_M/Q5_K_M/Q6_K mixes, made by llama.cpp's quantizer) x 1 and
 # 2 threads, both engines, read bandwidth in the same run; writes
 # docs/PERFORMANCE.md, docs/performance.png and $(BENCH_DIR)/matrix.json.
 # ~5-10 min on 2 cores (the first run also makes the models, ~2 min);

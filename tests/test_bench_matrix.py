@@ -103,3 +103,44 @@ def test_matrix_rejects_a_model_argument():
     r = subprocess.run([os.sys.executable, "-m", "edgerun", "bench", "x.gguf", "--matrix"], capture_output=True,
                        text=True, env=env, timeout=60)
     assert r.returncode != 0 and "MODEL" in r.stderr
+
+
+def test_mix_rows_only_where_super_blocks_fit():
+    assert "q4_k_m" not in bench._types_for("15m", bench.MATRIX_TYPES + tuple(bench.MIX_TYPES))
+    assert bench._types_for("110m", bench.MATRIX_TYPES + tuple(bench.MIX_TYPES))[-3:] == ["q4_k_m", "q5_k_m", "q6_k"]
+    rep = _fake_report()
+    rep["results"].append(dict(rep["results"][0], shape="110m", type="q6_k"))
+    md = bench.format_markdown(rep)
+    assert "| 110m | q6_k | 1 | edgerun |" in md and "llama_model_quantize" in md
+
+
+def test_llama_quantizer_failure_is_one_clear_error(tmp_path):
+    bad = tmp_path / "not.gguf"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(RuntimeError, match="llama-cpp-python"):
+        bench._llama_quantize(bad, tmp_path / "out.gguf", bench.MIX_TYPES["q4_k_m"])
+
+
+def test_llama_quantizer_mix_runs_in_edgerun(kmodel, tmp_path, monkeypatch):
+    """A Q4_K_M file made by llama.cpp's own quantizer (as the matrix makes
+    its mix rows) holds Q4_K and Q6_K matrices, opens in edgerun, and gives
+    the same logits with and without the interleaved layouts."""
+    pytest.importorskip("llama_cpp")
+    import numpy as np
+    import edgerun
+    from edgerun import reference
+    from edgerun.convert import convert
+    d, n_vocab = kmodel
+    f32 = tmp_path / "k-f32.gguf"
+    convert(d, f32, "f32", quiet=True)
+    mix = tmp_path / "k-q4_k_m.gguf"
+    bench._llama_quantize(f32, mix, bench.MIX_TYPES["q4_k_m"])
+    types = {reference.TYPE_NAMES[t] for t in reference.GGUFModel(mix).tensor_types.values()}
+    assert {"Q4_K", "Q6_K"} <= types
+    ids = [int(v) for v in np.random.RandomState(2).randint(0, n_vocab, 12)]
+    with edgerun.Model(mix, n_ctx=32, n_threads=2) as m:
+        got = m.logits(ids)
+    monkeypatch.setenv("EDGERUN_REPACK", "0")
+    with edgerun.Model(mix, n_ctx=32, n_threads=2) as m:
+        assert np.array_equal(got, m.logits(ids))
+    assert np.isfinite(got).all()

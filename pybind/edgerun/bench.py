@@ -295,6 +295,13 @@ def format_table(report):
 # --------------------------------------------------------------------------- matrix
 SHAPES = ("15m", "110m")
 MATRIX_TYPES = ("f32", "q8_0", "q4_0", "q4_k")
+# The K-quant mixes most downloaded files use, made from the F32 file by
+# llama.cpp's own quantizer (what model hubs publish): Q6_K output and
+# half the attn_v/ffn_down, the rest Q4_K or Q5_K. Only where rows hold
+# 256-element super-blocks (the 110M shape; the 15M one's 288-wide rows
+# would fall back to legacy types). {name: llama.cpp's LLAMA_FTYPE_MOSTLY_*}.
+MIX_TYPES = {"q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}
+MIX_SHAPES = ("110m",)
 MATRIX_CTX = 256          # both engines: prompt 64 + 128 decode steps fit, KV caches stay small
 
 
@@ -319,9 +326,28 @@ def bench_model(out_dir, shape, wtype, log=None):
     if log:
         log(f"bench: making {path.name} ...")
     tmp = path.with_name(path.name + ".part")
-    mod.build(tmp, wtype, 0, shape)
+    if wtype in MIX_TYPES:
+        _llama_quantize(bench_model(out_dir, shape, "f32", log), tmp, MIX_TYPES[wtype])
+    else:
+        mod.build(tmp, wtype, 0, shape)
     os.replace(tmp, path)
     return path
+
+
+def _llama_quantize(src, dst, ftype):
+    """dst: src quantized to llama.cpp file type `ftype` by llama.cpp itself
+    (llama-cpp-python's llama_model_quantize), in a child process so its
+    library and logs stay out of this one."""
+    code = ("import ctypes, sys, llama_cpp\n"
+            "p = llama_cpp.llama_model_quantize_default_params()\n"
+            "p.ftype = int(sys.argv[3])\n"
+            "sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), ctypes.byref(p)))\n")
+    r = subprocess.run([sys.executable, "-c", code, str(src), str(dst), str(ftype)], capture_output=True, text=True,
+                       timeout=900)
+    if r.returncode != 0:
+        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"llama.cpp's quantizer failed on {src} (file type {ftype}): {tail}; "
+                           f"the K-quant mix rows need llama-cpp-python (pip install llama-cpp-python)")
 
 
 def weight_bytes_per_token(path):
@@ -400,7 +426,11 @@ def machine_info():
             "python": platform.python_version()}
 
 
-def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3, prompt_tokens=64,
+def _types_for(shape, types):
+    return [t for t in types if t not in MIX_TYPES or shape in MIX_SHAPES]
+
+
+def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), threads=(1, 2), repeat=3, prompt_tokens=64,
            gen_tokens=128, peer=True, timeout=900, log=None, kv_type="f16"):
     """Both engines over shapes x types x threads on seeded benchmark models,
     with the read bandwidth measured in the same run. Returns a JSON-ready dict."""
@@ -417,8 +447,14 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES, threads=(1, 2), repeat=3,
     engines = ("edgerun", "llama.cpp") if llama else ("edgerun",)
     rows = []
     for shape in shapes:
-        for wt in types:
-            path = bench_model(out_dir, shape, wt, log)
+        for wt in _types_for(shape, types):
+            try:
+                path = bench_model(out_dir, shape, wt, log)
+            except (OSError, RuntimeError) as e:
+                log(f"bench: {shape} {wt}: skipped: {e}")
+                rows += [{"engine": engine, "shape": shape, "type": wt, "threads": t, "error": f"no model: {e}"}
+                         for t in threads for engine in engines]
+                continue
             wbytes = weight_bytes_per_token(path)
             for t in threads:
                 # The probe again, smaller, right before and after this row's
@@ -515,7 +551,9 @@ def format_markdown(rep, plot_name=None):
         f"* peer: llama.cpp through llama-cpp-python ({rep['llama_cpp']}), same GGUF files, same thread counts",
         f"* models: seeded random weights, shapes of the stories Llamas (15M: dim 288, 6 layers; 110M: dim 768,"
         f" 12 layers; vocab 32000, tied embeddings). 15M Q4_K: 288-wide rows cannot hold K-quant super-blocks,"
-        f" so only ffn_down is Q4_K there and the rest Q4_0 (scripts/make_bench_model.py)",
+        f" so only ffn_down is Q4_K there and the rest Q4_0 (scripts/make_bench_model.py). 110M q4_k_m, q5_k_m,"
+        f" q6_k: the F32 file quantized by llama.cpp's own quantizer (llama_model_quantize), as the files"
+        f" people download are made: Q6_K output and half of attn_v/ffn_down, the rest Q4_K/Q5_K",
         "",
         "`% BW` = decode tokens/s x weight bytes per token / read bandwidth at the same thread count: how",
         "close decode gets to the memory-bound limit. A 15M file smaller than the last-level cache can",
@@ -531,7 +569,7 @@ def format_markdown(rep, plot_name=None):
     ]
     rows = rep["results"]
     for shape in SHAPES:
-        for wt in MATRIX_TYPES:
+        for wt in _types_for(shape, MATRIX_TYPES + tuple(MIX_TYPES)):
             for t in sorted({r["threads"] for r in rows}):
                 for engine in ENGINES:
                     r = _find(rows, shape, wt, t, engine)
@@ -597,11 +635,13 @@ def plot(rep, png_path):
     threads = sorted({r["threads"] for r in rows})
     fig, axes = plt.subplots(1, len(shapes), figsize=(6.5 * len(shapes), 4.2), squeeze=False)
     for ax, shape in zip(axes[0], shapes):
-        labels = [f"{wt}\n{t}T" for wt in MATRIX_TYPES for t in threads]
+        types = [wt for wt in _types_for(shape, MATRIX_TYPES + tuple(MIX_TYPES))
+                 if any(r.get("shape") == shape and r.get("type") == wt for r in rows)]
+        labels = [f"{wt}\n{t}T" for wt in types for t in threads]
         width = 0.38
         for k, engine in enumerate(ENGINES):
             xs, ys, err, pct = [], [], [[], []], []
-            for i, (wt, t) in enumerate((wt, t) for wt in MATRIX_TYPES for t in threads):
+            for i, (wt, t) in enumerate((wt, t) for wt in types for t in threads):
                 r = _find(rows, shape, wt, t, engine)
                 if r is None:
                     continue

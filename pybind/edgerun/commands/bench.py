@@ -85,7 +85,8 @@ def register(sub):
     b.add_argument("-o", "--out-dir", metavar="DIR", help="where the JSON and PNG go (default build/<board>/bench)")
     mx = p.add_argument_group("benchmark matrix (make bench)")
     mx.add_argument("--matrix", action="store_true",
-                    help="both engines over the 15M and 110M shapes, F32/Q8_0/Q4_0/Q4_K, --threads (default 1,2), "
+                    help="both engines over the 15M and 110M shapes, F32/Q8_0/Q4_0/Q4_K, and on 110M the "
+                         "Q4_K_M/Q5_K_M/Q6_K mixes llama.cpp's quantizer makes, --threads (default 1,2), "
                          "with the machine's read bandwidth; writes --doc and a PNG beside it")
     mx.add_argument("--quick", action="store_true", help="--matrix on the 15M shape only")
     mx.add_argument("--bench-dir", default="build/bench", metavar="DIR",
