@@ -232,8 +232,11 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
         }
         /* per chunk c and nibble half h (sub-block 2c + h): each activation
          * row's maddubs summed in int16, gs groups at a time, each sum
-         * widened by a madd with the 8 rows' scales */
+         * widened by a madd with the 8 rows' scales; unrolled, so that
+         * Q5_K's shift counts are constants */
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++)
+#pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 const uint8_t *q = qs + 256 * c;
                 const __m256i sv = _mm256_shuffle_epi8(c < 2 ? sc0 : sc1, ctrl_sc(2 * (c & 1) + h));

@@ -117,7 +117,7 @@ static ALWAYS_INLINE __m256i unpack6(const blk_q6_kx8 *w, int t, const int st) {
     return _mm256_or_si256(_mm256_or_si256(a, b), c);
 }
 
-#define MT 4 /* activation rows per tile */
+#define MT 6 /* activation rows per tile */
 
 /* One group of 8 weight rows against mt (1..MT) activation rows over all
  * super-blocks: acc[j] (lane r = weight row r) += ... */
@@ -192,7 +192,9 @@ void er_avx2_matmul_q6_kx8(const er_matmul_args *a) {
                 case 1: group_tile(wg, nb, xj, a->x_stride, 1, acc); break;
                 case 2: group_tile(wg, nb, xj, a->x_stride, 2, acc); break;
                 case 3: group_tile(wg, nb, xj, a->x_stride, 3, acc); break;
-                default: group_tile(wg, nb, xj, a->x_stride, 4, acc); break;
+                case 4: group_tile(wg, nb, xj, a->x_stride, 4, acc); break;
+                case 5: group_tile(wg, nb, xj, a->x_stride, 5, acc); break;
+                default: group_tile(wg, nb, xj, a->x_stride, 6, acc); break;
                 }
                 for (int j = 0; j < mt; j++) _mm256_storeu_ps(y + (size_t)j * a->y_stride, acc[j]);
             }
