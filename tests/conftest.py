@@ -169,6 +169,23 @@ def rel_err(a, b):
     return float(np.abs(np.asarray(a, np.float64) - b).max() / np.abs(b).max())
 
 
+def logits_repacked_and_not(path, ids, monkeypatch, **open_kw):
+    """(isa, the plan's "repacked" section, logits with the interleaved
+    layouts, logits with $EDGERUN_REPACK=0): one model file both ways."""
+    import edgerun
+    with edgerun.Model(path, **open_kw) as m:
+        isa = m.isa
+        repacked = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
+        got = m.logits(ids)
+    with monkeypatch.context() as mp:
+        mp.setenv("EDGERUN_REPACK", "0")
+        with edgerun.Model(path, **open_kw) as m:
+            off = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
+            want = m.logits(ids)
+    assert off["bytes"] == 0
+    return isa, repacked, got, want
+
+
 KQ_LAYERS = 8
 
 

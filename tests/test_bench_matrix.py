@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from conftest import logits_repacked_and_not
 from edgerun import bench
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -127,7 +128,6 @@ def test_llama_quantizer_mix_runs_in_edgerun(kmodel, tmp_path, monkeypatch):
     the same logits with and without the interleaved layouts."""
     pytest.importorskip("llama_cpp")
     import numpy as np
-    import edgerun
     from edgerun import reference
     from edgerun.convert import convert
     d, n_vocab = kmodel
@@ -138,9 +138,5 @@ def test_llama_quantizer_mix_runs_in_edgerun(kmodel, tmp_path, monkeypatch):
     types = {reference.TYPE_NAMES[t] for t in reference.GGUFModel(mix).tensor_types.values()}
     assert {"Q4_K", "Q6_K"} <= types
     ids = [int(v) for v in np.random.RandomState(2).randint(0, n_vocab, 12)]
-    with edgerun.Model(mix, n_ctx=32, n_threads=2) as m:
-        got = m.logits(ids)
-    monkeypatch.setenv("EDGERUN_REPACK", "0")
-    with edgerun.Model(mix, n_ctx=32, n_threads=2) as m:
-        assert np.array_equal(got, m.logits(ids))
-    assert np.isfinite(got).all()
+    _, _, got, want = logits_repacked_and_not(mix, ids, monkeypatch, n_ctx=32, n_threads=2)
+    assert np.array_equal(got, want) and np.isfinite(got).all()

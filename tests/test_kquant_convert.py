@@ -15,7 +15,7 @@ intermediate 512, 8 layers) is converted to each K-quant file type, then:
 import numpy as np
 import pytest
 
-from conftest import KQ_LAYERS as N_LAYER, rel_err
+from conftest import KQ_LAYERS as N_LAYER, logits_repacked_and_not, rel_err
 
 # Runtime vs reference on the same K-quant file. Every super-block dot is an
 # exact integer sum with one float tail, the reference dequantizes the same
@@ -134,17 +134,10 @@ def test_repacked_kquants_equal_file_layout(converted, ftype, monkeypatch):
     whole model's logits are identical, and every projection matrix of the
     file is in the repacked section where the table has layouts for all
     three K-quant types."""
-    import edgerun
     from edgerun import reference
     path, _ = converted[ftype]
     ids = [int(v) for v in np.random.RandomState(7).randint(0, 200, 20)]
-    with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
-        isa = m.isa
-        repacked = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
-        got = m.logits(ids)
-    monkeypatch.setenv("EDGERUN_REPACK", "0")
-    with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
-        want = m.logits(ids)
+    isa, repacked, got, want = logits_repacked_and_not(path, ids, monkeypatch, n_ctx=32, n_threads=2)
     assert np.array_equal(got, want)
     if isa not in ("avx2", "neon", "neon-dotprod", "neon-i8mm"):
         pytest.skip(f"table {isa} keeps the file layout")

@@ -9,7 +9,7 @@ EDGERUN_REPACK=0, and on tables without a layout, the section is empty.
 import numpy as np
 import pytest
 
-from conftest import rel_err
+from conftest import logits_repacked_and_not, rel_err
 
 
 def _q4_model(tiny):
@@ -25,18 +25,9 @@ def _matrix_bytes(path):
 
 
 def test_repacked_logits_match_file_layout(tiny, monkeypatch):
-    import edgerun
     path = _q4_model(tiny)
     ids = [int(v) for v in np.random.RandomState(4).randint(0, 200, 20)]
-    with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
-        isa = m.isa
-        repacked = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
-        got = m.logits(ids)
-    monkeypatch.setenv("EDGERUN_REPACK", "0")
-    with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
-        off = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
-        want = m.logits(ids)
-    assert off["bytes"] == 0
+    isa, repacked, got, want = logits_repacked_and_not(path, ids, monkeypatch, n_ctx=32, n_threads=2)
     if isa != "avx2":
         pytest.skip(f"table {isa} keeps the file layout for Q4_0")
     assert repacked["persistent"] == 1
