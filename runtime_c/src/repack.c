@@ -4,12 +4,12 @@
  * in the arena's persistent "repacked" section.
  *
  * Only where a table has a layout that pays: AVX2 Q8_0, Q4_0, Q4_K, Q5_K
- * and Q6_K, 8 rows each (measured: kernels/x86/repack_*.c); NEON, NEON-dotprod and
- * NEON-i8mm Q8_0, Q4_0 and Q4_K, 4 rows each (kernels/neon/repack_*.c;
- * chosen for the load pattern, not yet timed on Arm hardware). SVE keeps the
- * file layout (why: sve/table_sve.c). The mapped file is never written: the
- * copy goes to the arena,
- * and the source pages are then released from this process (madvise
+ * and Q6_K, 8 rows each (measured: kernels/x86/repack_*.c); NEON,
+ * NEON-dotprod and NEON-i8mm the same five types, 4 rows each
+ * (kernels/neon/repack_*.c; chosen for the load pattern and instruction
+ * counts, not yet timed on Arm hardware). SVE keeps the file layout (why:
+ * sve/table_sve.c). The mapped file is never written: the copy goes to the
+ * arena, and the source pages are then released from this process (madvise
  * MADV_DONTNEED on the read-only file mapping: they stay in the page cache
  * and fault back in if the embedding look-up of a tied matrix needs them),
  * so resident memory holds one copy of the weights, not two.

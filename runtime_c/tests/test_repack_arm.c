@@ -8,8 +8,9 @@
  * (+dotprod), max (+i8mm, SVE) and max,sve-default-vector-length=64.
  *
  * What must hold:
- *  - repack_rows is 4 and the Q8_0/Q4_0 copies are byte permutations of the
- *    file's rows (the same size; Q4_K re-encodes its scales, same size);
+ *  - repack_rows is 4 and the Q8_0/Q4_0/Q6_K copies are byte permutations
+ *    of the file's rows (the same size; Q4_K and Q5_K re-encode their
+ *    scales, Q5_K its qh bits, same size);
  *  - integer paths exact: with every weight and activation scale 1.0 and
  *    widths whose partial sums stay below 2^24, each output is the exact
  *    integer dot product (any float order gives the same bits), for the
@@ -17,7 +18,9 @@
  *  - random scales: within 2 * nb * 2^-24 * sum|terms| of the exact double
  *    block sums (the per-block integers are exact; only the float additions
  *    over blocks round), and within the same bound of generic's matmul;
- *  - Q4_K: bit-identical to generic's matmul on the file layout;
+ *  - Q4_K, Q5_K, Q6_K: bit-identical to generic's matmul on the file
+ *    layout, with every scale and quant at its limit in some rows and
+ *    super-blocks of -127 and of zero activations;
  *  - every activation-row count 1..9 (SMMLA pairs padded with a zero row,
  *    tiles of 4), widths spanning more than one stack slice, inner row
  *    ranges [r0, r1), outputs outside them untouched, padded x strides.
@@ -79,16 +82,25 @@ static void check_q(const er_kernels *k, int wt, int n, int n_out, int m, int un
     free(yg);
 }
 
-/* Q4_K against generic's matmul on the file layout, bit for bit. */
-static void check_q4_k(const er_kernels *k, int n, int n_out, int m) {
+/* A K-quant layout (Q4_K, Q5_K, Q6_K) against generic's matmul on the file
+ * layout, bit for bit: random rows with the extremes (every scale and
+ * quant at its limit) in some, activation row 1 starting with a super-block
+ * of -127 and row 2 ending with a zero one (zero products reach the float
+ * tail; outputs are compared as bits, signs of zero included). */
+static void check_kq(const er_kernels *k, int wt, int n, int n_out, int m) {
     const int nb = n / ER_QK_K;
-    const size_t row_bytes = (size_t)nb * sizeof(er_block_q4_k), bytes = row_bytes * (size_t)n_out;
+    const size_t bs = wt == ER_W_Q4_K ? sizeof(er_block_q4_k) : wt == ER_W_Q5_K ? sizeof(er_block_q5_k)
+                                                                                 : sizeof(er_block_q6_k);
+    const size_t row_bytes = (size_t)nb * bs, bytes = row_bytes * (size_t)n_out;
     const size_t xs = sizeof(er_block_q8_k) * (size_t)nb + 12;
     uint8_t *w = malloc(bytes), *packed = malloc(bytes);
     float *xf = malloc(sizeof(float) * (size_t)n);
     uint8_t *xq = malloc(xs * (size_t)m);
     float *y = malloc(sizeof(float) * (size_t)n_out * (size_t)m), *yg = malloc(sizeof(float) * (size_t)n_out * (size_t)m);
-    random_q4_k(w, n_out, nb, row_bytes, 5, 2, 7, 4);
+    if (wt == ER_W_Q4_K)
+        random_q4_k(w, n_out, nb, row_bytes, 5, 2, 7, 4);
+    else
+        random_kq(wt, w, n_out, nb, row_bytes, 5, 2);
     for (int j = 0; j < m; j++) {
         for (int i = 0; i < n; i++) xf[i] = rndf() * (i % 97 == 0 ? 20.0f : 1.0f);
         if (j == 1)
@@ -98,11 +110,15 @@ static void check_q4_k(const er_kernels *k, int n, int n_out, int m) {
         er_gen_quantize_row_q8_k(xf, xq + (size_t)j * xs, n);
     }
     memset(packed, 0xA5, bytes);
-    k->repack[ER_W_Q4_K](w, packed, row_bytes, n, n_out);
+    k->repack[wt](w, packed, row_bytes, n, n_out);
+    /* Q6_K moves bytes only; Q4_K/Q5_K re-encode scales and qh bits */
+    if (wt == ER_W_Q6_K) check_permutation(k, wt, n, w, packed, bytes);
 
-    const rc_mat t = {.k = k, .wt = ER_W_Q4_K, .n = n, .n_out = n_out, .m = m, .w = w, .packed = packed,
+    char what[16];
+    snprintf(what, sizeof what, "wt %d", wt);
+    const rc_mat t = {.k = k, .wt = wt, .n = n, .n_out = n_out, .m = m, .w = w, .packed = packed,
                       .row_bytes = row_bytes, .x = xq, .x_stride = xs, .y = y, .yg = yg};
-    check_ranges(&t, ok_generic_bits, "q4_k");
+    check_ranges(&t, ok_generic_bits, what);
     free(w);
     free(packed);
     free(xf);
@@ -144,12 +160,12 @@ int main(void) {
             CHECK(k->repack_rows[wt] == 4, "%s wt %d: repack_rows %d, the Arm layouts interleave 4", k->name, wt,
                   k->repack_rows[wt]);
             if (!k->repack[wt] || !k->matmul_repacked[wt] || k->repack_rows[wt] != 4) continue;
-            if (wt == ER_W_Q4_K) {
+            if (wt == ER_W_Q4_K || wt == ER_W_Q5_K || wt == ER_W_Q6_K) {
                 const int ns[] = {256, 768, 2048, 4352};
                 for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
                     for (int m = 1; m <= 9; m++) {
-                        check_q4_k(k, ns[a], 4, m);
-                        if (m % 2 || a < 2) check_q4_k(k, ns[a], 12, m);
+                        check_kq(k, wt, ns[a], 4, m);
+                        if (m % 2 || a < 2) check_kq(k, wt, ns[a], 12, m);
                     }
             } else {
                 CHECK(wt == ER_W_Q8_0 || wt == ER_W_Q4_0, "%s: unexpected layout for type %d", k->name, wt);
@@ -167,7 +183,7 @@ int main(void) {
             }
         }
         if (strcmp(k->name, "sve") != 0)
-            CHECK(layouts == 3, "%s: %d repacked layouts, want Q8_0, Q4_0 and Q4_K", k->name, layouts);
+            CHECK(layouts == 5, "%s: %d repacked layouts, want Q8_0, Q4_0, Q4_K, Q5_K and Q6_K", k->name, layouts);
         printf("table %-13s %d layouts %s\n", k->name, layouts, g_test_fail == fails_before ? "ok" : "FAILED");
     }
     if (!ran) {

@@ -24,6 +24,29 @@
  *           scales are re-encoded, not permuted: a few vector ops per record
  *           give all 4 rows' scales, where the file layout needs
  *           er_kq_scale_min's scalar unpacking per row.
+ *   Q5_Kx4  { f16 d[4], dmin[4]; u8 sl[32]; u8 sh[16]; u8 qh[4][2][4][4];
+ *           u8 qs[4][8][4][4] }
+ *           Q4_Kx4's fields (same offsets), and the fifth bits regrouped
+ *           per chunk: qh[c][k][r] byte t holds, for g = 4k + gg (gg =
+ *           0..3), the bit of element 64c + 4g + t (file qh[4g + t] bit
+ *           2c; qs[c][g]'s low nibble) at bit gg and that of 64c + 32 + 4g
+ *           + t (bit 2c + 1; the high nibble) at bit 4 + gg. A chunk then
+ *           reads only its own 32 bytes of qh (with the file's order all 4
+ *           chunks read the same 8 vectors, live across the whole record:
+ *           the compiler spilled them), and one AND or shift (two for
+ *           some) puts each bit at bit 4 with bits 5-7 clear, where SRI
+ *           (high nibbles) or BSL (low) merges it while extracting the
+ *           nibble.
+ *   Q6_Kx4  { f16 d[4]; i8 sc[16][4]; u8 ql[4][8][4][4]; u8 qh[2][8][4][4] }
+ *           sc[j][r]: row r's scales[j], so one load and two widenings give
+ *           sub-blocks 2k, 2k+1 of 4 rows as int16 (for vmlal_laneq_s16)
+ *           and one more each as int32; ql[k][g][r]: row r's
+ *           ql[32k+4g..+3]; qh[h][g][r]: row r's qh[32h+4g..+3], the
+ *           file's bytes. Half h's chunk 2h gives elements 128h+4g.. (low
+ *           nibbles, qh bits 0-1) and 128h+64+4g.. (high, bits 4-5), chunk
+ *           2h+1 128h+32+4g.. (bits 2-3) and 128h+96+4g.. (bits 6-7); the
+ *           file's field order already lets one AND or shift of qh or of
+ *           qh << 4 make each field clean at bits 4-5 for SRI or BSL.
  */
 #ifndef ER_KERNELS_REPACK_NEON_H
 #define ER_KERNELS_REPACK_NEON_H
@@ -48,21 +71,44 @@ typedef struct {
     uint8_t qs[512];
 } er_blk_q4_kx4;
 
+typedef struct {
+    er_f16 d[4];
+    er_f16 dmin[4];
+    uint8_t sl[32];
+    uint8_t sh[16];
+    uint8_t qh[128];
+    uint8_t qs[512];
+} er_blk_q5_kx4;
+
+typedef struct {
+    er_f16 d[4];
+    int8_t sc[64];
+    uint8_t ql[512];
+    uint8_t qh[256];
+} er_blk_q6_kx4;
+
 _Static_assert(sizeof(er_blk_q8_0x4) == 4 * sizeof(er_block_q8_0), "Q8_0x4 must be 4 blocks' bytes");
 _Static_assert(sizeof(er_blk_q4_0x4) == 4 * sizeof(er_block_q4_0), "Q4_0x4 must be 4 blocks' bytes");
 _Static_assert(sizeof(er_blk_q4_kx4) == 4 * sizeof(er_block_q4_k), "Q4_Kx4 must be 4 blocks' bytes");
+_Static_assert(sizeof(er_blk_q5_kx4) == 4 * sizeof(er_block_q5_k), "Q5_Kx4 must be 4 blocks' bytes");
+_Static_assert(sizeof(er_blk_q6_kx4) == 4 * sizeof(er_block_q6_k), "Q6_Kx4 must be 4 blocks' bytes");
 
 /* repack_layout_neon.c (plain C, baseline) */
 void er_neon_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_neon_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_neon_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 
-/* repack_q_neon.c and repack_q4_k_neon.c, compiled twice like q_neon.c:
+/* repack_q_neon.c, repack_q4_k_q5_k_neon.c and repack_q6_k_neon.c,
+ * compiled twice like q_neon.c:
  * er_neon_* with widening multiplies, er_neondp_* with SDOT */
 #define ER_NEON_REPACK_DECL(p)                                                                                     \
     void p##_matmul_q8_0x4(const er_matmul_args *a);                                                               \
     void p##_matmul_q4_0x4(const er_matmul_args *a);                                                               \
-    void p##_matmul_q4_kx4(const er_matmul_args *a);
+    void p##_matmul_q4_kx4(const er_matmul_args *a);                                                               \
+    void p##_matmul_q5_kx4(const er_matmul_args *a);                                                               \
+    void p##_matmul_q6_kx4(const er_matmul_args *a);
 ER_NEON_REPACK_DECL(er_neon)
 ER_NEON_REPACK_DECL(er_neondp)
 

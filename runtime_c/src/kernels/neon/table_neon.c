@@ -4,8 +4,9 @@
  * so linking the dotprod or i8mm library never executes SDOT or SMMLA on a
  * core without it. They differ only in the quantized dots (widening
  * multiplies vs SDOT) and, for neon-i8mm, in the repacked Q8_0/Q4_0 prefill
- * (SMMLA). rope (angles computed inside) stays generic: the forward pass
- * uses rope_cs, whose angles come precomputed.
+ * (SMMLA; its repacked K-quants are the SDOT kernels, there being no SMMLA
+ * version of them yet). rope (angles computed inside) stays generic: the
+ * forward pass uses rope_cs, whose angles come precomputed.
  *
  * neon-i8mm is its own table rather than a branch inside neon-dotprod: a
  * table's entries are fixed addresses chosen once (no per-call feature
@@ -38,10 +39,12 @@
         .add = er_neon_add, .attention = er_neon_attention, .f32_to_f16 = er_neon_f32_to_f16,                      \
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
         /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \
-        .repack_rows = {[ER_W_Q8_0] = 4, [ER_W_Q4_0] = 4, [ER_W_Q4_K] = 4},                                        \
+        .repack_rows = {[ER_W_Q8_0] = 4, [ER_W_Q4_0] = 4, [ER_W_Q4_K] = 4, [ER_W_Q5_K] = 4, [ER_W_Q6_K] = 4},      \
         .repack = {[ER_W_Q8_0] = er_neon_repack_q8_0, [ER_W_Q4_0] = er_neon_repack_q4_0,                           \
-                   [ER_W_Q4_K] = er_neon_repack_q4_k},                                                             \
-        .matmul_repacked = {[ER_W_Q8_0] = q8, [ER_W_Q4_0] = q4, [ER_W_Q4_K] = p##_matmul_q4_kx4},                 \
+                   [ER_W_Q4_K] = er_neon_repack_q4_k, [ER_W_Q5_K] = er_neon_repack_q5_k,                           \
+                   [ER_W_Q6_K] = er_neon_repack_q6_k},                                                             \
+        .matmul_repacked = {[ER_W_Q8_0] = q8, [ER_W_Q4_0] = q4, [ER_W_Q4_K] = p##_matmul_q4_kx4,                   \
+                            [ER_W_Q5_K] = p##_matmul_q5_kx4, [ER_W_Q6_K] = p##_matmul_q6_kx4},                    \
     }
 
 static const er_kernels k_neon = NEON_TABLE("neon", er_neon, er_neon_matmul_q8_0x4, er_neon_matmul_q4_0x4);
