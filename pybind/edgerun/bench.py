@@ -633,10 +633,14 @@ def plot(rep, png_path):
     rows = rep["results"]
     shapes = [s for s in SHAPES if any(r.get("shape") == s for r in rows)]
     threads = sorted({r["threads"] for r in rows})
-    fig, axes = plt.subplots(1, len(shapes), figsize=(6.5 * len(shapes), 4.2), squeeze=False)
+    types_of = {shape: [wt for wt in _types_for(shape, MATRIX_TYPES + tuple(MIX_TYPES))
+                        if any(r.get("shape") == shape and r.get("type") == wt for r in rows)] for shape in shapes}
+    # panel widths follow their bar counts, so the 110M panel's seven types are as legible as the 15M's four
+    bars = [max(1, len(types_of[s]) * len(threads)) for s in shapes]
+    fig, axes = plt.subplots(1, len(shapes), figsize=(0.5 * sum(bars) + 1.5 * len(shapes), 4.2), squeeze=False,
+                             gridspec_kw={"width_ratios": bars})
     for ax, shape in zip(axes[0], shapes):
-        types = [wt for wt in _types_for(shape, MATRIX_TYPES + tuple(MIX_TYPES))
-                 if any(r.get("shape") == shape and r.get("type") == wt for r in rows)]
+        types = types_of[shape]
         labels = [f"{wt}\n{t}T" for wt in types for t in threads]
         width = 0.38
         for k, engine in enumerate(ENGINES):
