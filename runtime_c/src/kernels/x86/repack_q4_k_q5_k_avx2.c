@@ -22,13 +22,21 @@
  * sub-block for all 8 rows, so the per-row scalar scale unpacking of the
  * file layout (kquant.h's er_kq_scale_min) is gone from the hot loop.
  *
- * Q5_K layout (8 x 176 = 1408 bytes): the Q4_K record with, between sh and
- * qs, u8 qh[8][8][4] (group g, row r: the row's file bytes qh[4g..4g+3]):
- * one load gives the fifth bits of chunk c's group g for both nibble halves
- * (bits 2c and 2c + 1), one shift and mask each put them at bit 4. The
- * quants are then 0..31, so the int16 sum of a sub-block's 8 maddubs could
- * reach 8 * 2 * 31 * 127 = 62992: it is split into two sums of 4 groups
- * (<= 31496), each widened by its own madd with the scales.
+ * Q5_K layout (8 x 176 = 1408 bytes): the Q4_K record's scale fields, then
+ * the 5-bit quants regrouped (not the file's nibbles plus a qh bit plane):
+ *   u8  qv[4][8][32]         k, group g, byte 4r + t for row r: bits 0-4 the
+ *                            quant of element 32k + 4g + t (sub-block k),
+ *                            bits 5-7 bits 0-2 of element 32(4 + k) + 4g + t
+ *   u8  q4[8][32]            group g, byte 4r + t: bits 2k, 2k + 1 are bits
+ *                            3-4 of element 32(4 + k) + 4g + t
+ * Sub-blocks 0-3 are one AND from a load; 4-7 take 5 operations (shift and
+ * mask the top of qv[k], shift and mask q4, OR). With the file's split every
+ * vector took a nibble extraction plus a shift, mask and OR for its fifth
+ * bit: decode from cache went 33 -> 40 GB/s (256 x 2048, one core), a
+ * whole 110M Q5_K_M file at 2 threads 456 -> 475 tok/s (1 thread, bound by
+ * memory, unchanged). The quants are 0..31, so the int16 sum of a sub-
+ * block's 8 maddubs could reach 8 * 2 * 31 * 127 = 62992: it is split into
+ * two sums of 4 groups (<= 31496), each widened by its own madd.
  *
  * Why it pays: the activation's 4 bytes are broadcast and one maddubs gives 8
  * rows' pair sums; 8 groups add in int16 (<= 8 * 2 * 15 * 127 = 30480), one
@@ -72,8 +80,8 @@ typedef struct {
 
 typedef struct {
     kx8_scales s;
-    uint8_t qh[256];
-    uint8_t qs[1024];
+    uint8_t qv[4][8][32];
+    uint8_t q4[8][32];
 } blk_q5_kx8;
 
 _Static_assert(sizeof(blk_q4_kx8) == 8 * sizeof(er_block_q4_k), "Q4_Kx8 must take 8 blocks' bytes");
@@ -81,10 +89,9 @@ _Static_assert(sizeof(blk_q5_kx8) == 8 * sizeof(er_block_q5_k), "Q5_Kx8 must tak
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-/* Row r's d, dmin, re-encoded scales/mins and qs (the Q4_K and Q5_K
+/* Row r's d, dmin and re-encoded scales/mins (the Q4_K and Q5_K
  * super-blocks share these fields' meaning) into a record. */
-static void put_row(kx8_scales *o, uint8_t *qs_out, int r, er_f16 d, er_f16 dmin, const uint8_t scales[12],
-                    const uint8_t *qs) {
+static void put_scales(kx8_scales *o, int r, er_f16 d, er_f16 dmin, const uint8_t scales[12]) {
     o->d[r] = d;
     o->dmin[r] = dmin;
     uint8_t sc[8], mn[8];
@@ -94,8 +101,6 @@ static void put_row(kx8_scales *o, uint8_t *qs_out, int r, er_f16 d, er_f16 dmin
         o->sl[p][k] = (uint8_t)((sc[j] & 15) | (mn[j] & 15) << 4);
         o->sh[k] |= (uint8_t)(((sc[j] >> 4) | (mn[j] >> 4) << 2) << (4 * p));
     }
-    for (int c = 0; c < 4; c++)
-        for (int g = 0; g < 8; g++) memcpy(&qs_out[256 * c + 32 * g + 4 * r], &qs[32 * c + 4 * g], 4);
 }
 
 void er_avx2_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
@@ -107,7 +112,9 @@ void er_avx2_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in,
             for (int r = 0; r < 8; r++) {
                 const er_block_q4_k *in =
                     (const er_block_q4_k *)(const void *)((const uint8_t *)src + (size_t)(8 * g8 + r) * row_bytes) + i;
-                put_row(&out->s, out->qs, r, in->d, in->dmin, in->scales, in->qs);
+                put_scales(&out->s, r, in->d, in->dmin, in->scales);
+                for (int c = 0; c < 4; c++)
+                    for (int g = 0; g < 8; g++) memcpy(&out->qs[256 * c + 32 * g + 4 * r], &in->qs[32 * c + 4 * g], 4);
             }
         }
 }
@@ -121,8 +128,23 @@ void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in,
             for (int r = 0; r < 8; r++) {
                 const er_block_q5_k *in =
                     (const er_block_q5_k *)(const void *)((const uint8_t *)src + (size_t)(8 * g8 + r) * row_bytes) + i;
-                put_row(&out->s, out->qs, r, in->d, in->dmin, in->scales, in->qs);
-                for (int g = 0; g < 8; g++) memcpy(&out->qh[32 * g + 4 * r], &in->qh[4 * g], 4);
+                put_scales(&out->s, r, in->d, in->dmin, in->scales);
+                uint8_t q[ER_QK_K]; /* the 5-bit quants in element order */
+                for (int c = 0; c < 4; c++)
+                    for (int l = 0; l < 32; l++) {
+                        q[64 * c + l] = (uint8_t)((in->qs[32 * c + l] & 15) | ((in->qh[l] >> (2 * c)) & 1) << 4);
+                        q[64 * c + 32 + l] = (uint8_t)((in->qs[32 * c + l] >> 4) | ((in->qh[l] >> (2 * c + 1)) & 1) << 4);
+                    }
+                for (int u = 0; u < 8; u++)
+                    for (int t = 0; t < 4; t++) {
+                        uint8_t top = 0;
+                        for (int k = 0; k < 4; k++) {
+                            const uint8_t host = q[32 * k + 4 * u + t], guest = q[32 * (4 + k) + 4 * u + t];
+                            out->qv[k][u][4 * r + t] = (uint8_t)(host | (guest & 7) << 5);
+                            top |= (uint8_t)((guest >> 3) << (2 * k));
+                        }
+                        out->q4[u][4 * r + t] = top;
+                    }
             }
         }
 }
@@ -193,19 +215,28 @@ static ALWAYS_INLINE __m256i mins8(__m256i mn0, __m256i mn1, const act_kblk *ab)
     return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_shuffle_epi8(mn1, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[3])));
 }
 
-/* Group g of chunk c's quants for nibble half h as unsigned bytes: the
- * nibble, and for Q5_K (qh: the record's qh) its fifth bit, bit 2c + h of
- * the qh byte, moved to bit 4 (16-bit shifts of at most 4 move no bit
- * across a byte boundary into bit 4). */
-static ALWAYS_INLINE __m256i unpack_k(const uint8_t *q, const uint8_t *qh, int g, const int c, const int h,
-                                      const int q5) {
-    const __m256i qv = ld(q + 32 * g);
-    const __m256i u = _mm256_and_si256(h ? _mm256_srli_epi16(qv, 4) : qv, _mm256_set1_epi8(0x0f));
-    if (!q5) return u;
-    const int sh = 4 - (2 * c + h);
-    const __m256i hv = ld(qh + 32 * g);
-    const __m256i b = sh > 0 ? _mm256_slli_epi16(hv, sh) : sh < 0 ? _mm256_srli_epi16(hv, -sh) : hv;
-    return _mm256_or_si256(u, _mm256_and_si256(b, _mm256_set1_epi8(0x10)));
+/* Group g (elements 32j + 4g..) of sub-block j as unsigned bytes, row r in
+ * lane r. Q4_K: the low (even j) or high (odd j) nibbles of chunk j / 2.
+ * Q5_K: sub-blocks 0-3 are the low 5 bits of qv[j]; 4-7 take bits 0-2 from
+ * the top of qv[j - 4] and bits 3-4 from q4's pair 2(j - 4) (16-bit shifts
+ * of at most 5 move no wanted bit across a byte). */
+static ALWAYS_INLINE __m256i unpack_k(const uint8_t *rec, int g, const int j, const int q5) {
+    if (!q5) {
+        const __m256i qv = ld(((const blk_q4_kx8 *)(const void *)rec)->qs + 256 * (j / 2) + 32 * g);
+        return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(qv, 4) : qv, _mm256_set1_epi8(0x0f));
+    }
+    const blk_q5_kx8 *w = (const blk_q5_kx8 *)(const void *)rec;
+    if (j < 4) return _mm256_and_si256(ld(w->qv[j][g]), _mm256_set1_epi8(0x1f));
+    const int k = j - 4, sh = 3 - 2 * k;
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ld(w->qv[k][g]), 5), _mm256_set1_epi8(0x07));
+    const __m256i t = ld(w->q4[g]);
+    const __m256i hi = sh > 0 ? _mm256_slli_epi16(t, sh) : _mm256_srli_epi16(t, -sh);
+    return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x18)));
+}
+
+/* Sub-block j's madd multiplier for the 8 rows. */
+static ALWAYS_INLINE __m256i scale_of(__m256i sc0, __m256i sc1, const int j) {
+    return _mm256_shuffle_epi8(j < 4 ? sc0 : sc1, ctrl_sc(j % 4));
 }
 
 /* One group of 8 weight rows against mt (1..MT) activation rows over
@@ -218,8 +249,7 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
     const int gs = q5 ? 4 : 8;
     for (int i = i0; i < i1; i++) {
         const kx8_scales *w = (const kx8_scales *)(const void *)(wg + (size_t)i * rec);
-        const uint8_t *qs = q5 ? ((const blk_q5_kx8 *)(const void *)w)->qs : ((const blk_q4_kx8 *)(const void *)w)->qs;
-        const uint8_t *qh = q5 ? ((const blk_q5_kx8 *)(const void *)w)->qh : NULL;
+        const uint8_t *rec = (const uint8_t *)(const void *)w;
         __m256i sc0, sc1, mn0, mn1;
         scales8(w, &sc0, &sc1, &mn0, &mn1);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)w->d));
@@ -237,21 +267,22 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             if (mt == 1 && q5) {
-                /* Q5_K decode: both nibble halves from each load, so a record
-                 * is read once in address order: 110M Q5_K_M file, 1 thread,
-                 * 296 -> 309 tok/s (A/B medians of 5) against the half-by-half
-                 * order below, which stays for Q4_K (428 against 412 this way) */
-                const uint8_t *q = qs + 256 * c;
-                const int8_t *xq = xb[0]->qs + 64 * c;
-                const __m256i sv0 = _mm256_shuffle_epi8(c < 2 ? sc0 : sc1, ctrl_sc(2 * (c & 1)));
-                const __m256i sv1 = _mm256_shuffle_epi8(c < 2 ? sc0 : sc1, ctrl_sc(2 * (c & 1) + 1));
+                /* Q5_K decode, k = c: sub-blocks k and 4 + k from the same
+                 * loads (qv[k] and q4), so the record is read once, in
+                 * address order but for q4's 256 bytes, which stay in L1
+                 * (the half-by-half order below read Q5_K's file-layout
+                 * records twice and was 4% slower on a whole model) */
+                const int k = c;
+                const int8_t *xq = xb[0]->qs;
+                const __m256i sv0 = scale_of(sc0, sc1, k), sv1 = scale_of(sc0, sc1, 4 + k);
 #pragma GCC unroll 2
                 for (int g0 = 0; g0 < 8; g0 += gs) {
                     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
                     for (int g = g0; g < g0 + gs; g++) {
-                        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(unpack_k(q, qh, g, c, 0, q5), bcast4(xq + 4 * g)));
-                        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(unpack_k(q, qh, g, c, 1, q5), bcast4(xq + 32 + 4 * g)));
+                        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(unpack_k(rec, g, k, 1), bcast4(xq + 32 * k + 4 * g)));
+                        s1 = _mm256_add_epi16(
+                            s1, _mm256_maddubs_epi16(unpack_k(rec, g, 4 + k, 1), bcast4(xq + 32 * (4 + k) + 4 * g)));
                     }
                     isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s0, sv0));
                     isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s1, sv1));
@@ -260,15 +291,14 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
             }
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                const uint8_t *q = qs + 256 * c;
-                const __m256i sv = _mm256_shuffle_epi8(c < 2 ? sc0 : sc1, ctrl_sc(2 * (c & 1) + h));
+                const __m256i sv = scale_of(sc0, sc1, 2 * c + h);
                 if (mt == 1) {
                     /* Q4_K decode: the 8 groups unpacked first, then one chain
                      * of maddubs (12% faster than the tile loop below at m = 1) */
                     const int8_t *xq = xb[0]->qs + 64 * c + 32 * h;
                     __m256i u[8];
 #pragma GCC unroll 8
-                    for (int g = 0; g < 8; g++) u[g] = unpack_k(q, qh, g, c, h, q5);
+                    for (int g = 0; g < 8; g++) u[g] = unpack_k(rec, g, 2 * c + h, q5);
                     __m256i s = _mm256_maddubs_epi16(u[0], bcast4(xq));
 #pragma GCC unroll 8
                     for (int g = 1; g < 8; g++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[g], bcast4(xq + 4 * g)));
@@ -283,7 +313,7 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                 for (int j = 0; j < mt; j++) s[j] = _mm256_setzero_si256();
 #pragma GCC unroll 2
                 for (int g = 0; g < 8; g++) {
-                    const __m256i u = unpack_k(q, qh, g, c, h, q5);
+                    const __m256i u = unpack_k(rec, g, 2 * c + h, q5);
 #pragma GCC unroll 8
                     for (int j = 0; j < mt; j++)
                         s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bcast4(xb[j]->qs + 64 * c + 32 * h + 4 * g)));
