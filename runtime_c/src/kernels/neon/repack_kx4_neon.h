@@ -29,6 +29,20 @@ static inline __attribute__((always_inline)) int32x4_t er_neon_kx4_lanes8(int32x
     return vmlal_laneq_s16(s, vget_high_s16(s67), bs, 7);
 }
 
+/* kquant.h's er_kq_accum on 4 lanes, statement for statement: separate
+ * IEEE mul/sub/add give a lane the scalar's bits (-std=c11: GCC does not
+ * contract statements into FMA), which is what keeps the kernels
+ * bit-identical to generic. Q6_K passes dmin 0 and imin 0, as generic does. */
+static inline __attribute__((always_inline)) float32x4_t er_neon_kx4_accum(float32x4_t sum, float32x4_t dw,
+                                                                          float32x4_t dmw, float dx, int32x4_t isum,
+                                                                          int32x4_t imin) {
+    const float32x4_t dd = vmulq_n_f32(dw, dx);
+    const float32x4_t dm = vmulq_n_f32(dmw, dx);
+    const float32x4_t a = vmulq_f32(dd, vcvtq_f32_s32(isum));
+    const float32x4_t b = vmulq_f32(dm, vcvtq_f32_s32(imin));
+    return vaddq_f32(sum, vsubq_f32(a, b));
+}
+
 /* One group of 4 weight rows (wg: its first record) against mt activation
  * rows xs bytes apart, over nb super-blocks; writes the mt x 4 outputs at
  * y, rows ys floats apart. */

@@ -167,11 +167,7 @@ static ALWAYS_INLINE void group_tile(const void *wg, int nb, const unsigned char
             const float dx = xb[j]->d;
             const int16x8_t bs = vpaddq_s16(vld1q_s16(xb[j]->bsums), vld1q_s16(xb[j]->bsums + 8));
             const int32x4_t imin = er_neon_kx4_lanes8(vdupq_n_s32(0), m01, m23, m45, m67, bs);
-            const float32x4_t dd = vmulq_n_f32(dw, dx);
-            const float32x4_t dm = vmulq_n_f32(dmw, dx);
-            const float32x4_t fa = vmulq_f32(dd, vcvtq_f32_s32(isum[j]));
-            const float32x4_t fb = vmulq_f32(dm, vcvtq_f32_s32(imin));
-            acc[j] = vaddq_f32(acc[j], vsubq_f32(fa, fb));
+            acc[j] = er_neon_kx4_accum(acc[j], dw, dmw, dx, isum[j], imin);
         }
     }
 }

@@ -27,11 +27,12 @@
  * - 32 sum_j scale_j bsums_j, the same int32 (bsums_j is exactly the sum of
  * sub-block j's 16 activation quants; |isum| < 2^28 at every step). The
  * float tail is er_kq_accum(sum, d, 0, x.d, isum, 0) statement for
- * statement per lane, over super-blocks in order: bit-identical to
- * generic. Its b = (0 * x.d) * 0 is a signed zero that cannot change a sum
- * starting at +0 (round-to-nearest makes -0 only of -0 + -0), so the tests
- * cannot see it; it stays (4 instructions per super-block and activation
- * row) so the tail remains generic's word for word, whatever the start.
+ * statement per lane (er_neon_kx4_accum with dmin and imin 0), over
+ * super-blocks in order: bit-identical to generic. Its b = (0 * x.d) * 0 is
+ * a signed zero that cannot change a sum starting at +0 (round-to-nearest
+ * makes -0 only of -0 + -0), so the tests cannot see it; it stays (a few
+ * instructions per super-block and activation row) so the tail remains
+ * generic's word for word, whatever the start.
  */
 #include "neon.h"
 #include "repack_neon.h"
@@ -117,12 +118,7 @@ static ALWAYS_INLINE void group_tile(const void *wg, int nb, const unsigned char
             int32x4_t off = er_neon_kx4_lanes8(vdupq_n_s32(0), s16[0], s16[1], s16[2], s16[3], vld1q_s16(xb[j]->bsums));
             off = er_neon_kx4_lanes8(off, s16[4], s16[5], s16[6], s16[7], vld1q_s16(xb[j]->bsums + 8));
             const int32x4_t is = vsubq_s32(isum[j], vshlq_n_s32(off, 5));
-            const float dx = xb[j]->d;
-            const float dm = 0.0f * dx;
-            const float b = dm * 0.0f;
-            const float32x4_t dd = vmulq_n_f32(dw, dx);
-            const float32x4_t fa = vmulq_f32(dd, vcvtq_f32_s32(is));
-            acc[j] = vaddq_f32(acc[j], vsubq_f32(fa, vdupq_n_f32(b)));
+            acc[j] = er_neon_kx4_accum(acc[j], dw, vdupq_n_f32(0.0f), xb[j]->d, is, vdupq_n_s32(0));
         }
     }
 }

@@ -79,7 +79,8 @@ void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in,
                 for (int t = 0; t < 16; t++)
                     for (int v = 0; v < 3; v++)
                         for (int k = 0; k < 4; k++)
-                            out->q[t][v][4 * r + k] = (uint8_t)(q[64 * v + 4 * t + k] | ((q[192 + 4 * t + k] >> (2 * v)) & 3) << 6);
+                            out->q[t][v][4 * r + k] =
+                                (uint8_t)(q[64 * v + 4 * t + k] | ((q[192 + 4 * t + k] >> (2 * v)) & 3) << 6);
             }
 }
 
@@ -162,31 +163,34 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
                         s[st] = _mm256_add_epi16(
                             _mm256_maddubs_epi16(unpack6(w, t, st), er_kq8_bcast4(xq + 64 * st + 4 * t)),
                             _mm256_maddubs_epi16(unpack6(w, t + 1, st), er_kq8_bcast4(xq + 64 * st + 4 * t + 4)));
-                    for (int st = 0; st < 4; st++) isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s[st], sv[st]));
+                    for (int st = 0; st < 4; st++)
+                        isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s[st], sv[st]));
                 }
             }
-        } else
-        /* stream by stream, so each activation row holds one int16 sum
-         * and its int32 isum in registers */
+        } else {
+            /* stream by stream, so each activation row holds one int16 sum
+             * and its int32 isum in registers */
 #pragma GCC unroll 4
-        for (int st = 0; st < 4; st++)
+            for (int st = 0; st < 4; st++)
 #pragma GCC unroll 2
-            for (int bp = 0; bp < 2; bp++) {
-                const __m256i cv = scale_pair(w, 2 * st + bp);
-                const __m256i sv0 = _mm256_shuffle_epi8(cv, ctrl(k_even)), sv1 = _mm256_shuffle_epi8(cv, ctrl(k_odd));
-                /* groups 8bp..8bp+7: sub-blocks 4st + 2bp (sv0) and + 1 (sv1) */
+                for (int bp = 0; bp < 2; bp++) {
+                    const __m256i cv = scale_pair(w, 2 * st + bp);
+                    const __m256i sv0 = _mm256_shuffle_epi8(cv, ctrl(k_even));
+                    const __m256i sv1 = _mm256_shuffle_epi8(cv, ctrl(k_odd));
+                    /* groups 8bp..8bp+7: sub-blocks 4st + 2bp (sv0) and + 1 (sv1) */
 #pragma GCC unroll 4
-                for (int tp = 0; tp < 4; tp++) {
-                    const int t = 8 * bp + 2 * tp;
-                    const __m256i ua = unpack6(w, t, st), ub = unpack6(w, t + 1, st);
-                    for (int j = 0; j < mt; j++) {
-                        const int8_t *xq = xb[j]->qs + 64 * st + 4 * t;
-                        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(ua, er_kq8_bcast4(xq)),
-                                                           _mm256_maddubs_epi16(ub, er_kq8_bcast4(xq + 4)));
-                        isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s, tp < 2 ? sv0 : sv1));
+                    for (int tp = 0; tp < 4; tp++) {
+                        const int t = 8 * bp + 2 * tp;
+                        const __m256i ua = unpack6(w, t, st), ub = unpack6(w, t + 1, st);
+                        for (int j = 0; j < mt; j++) {
+                            const int8_t *xq = xb[j]->qs + 64 * st + 4 * t;
+                            const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(ua, er_kq8_bcast4(xq)),
+                                                               _mm256_maddubs_epi16(ub, er_kq8_bcast4(xq + 4)));
+                            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s, tp < 2 ? sv0 : sv1));
+                        }
                     }
                 }
-            }
+        }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)w->d));
         /* generic passes dmin 0 and imin 0: the same statements, the same bits */
         for (int j = 0; j < mt; j++)
