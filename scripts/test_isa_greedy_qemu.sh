@@ -35,22 +35,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I$ROOT/runtime_c/inclu
 # ISA library with its own -march; the CLI is every tools/cli_*.c beside
 # edgerun_cli.c (tools/meson.build's list), linked statically so qemu needs
 # no arm64 sysroot.
-compile() { # out.o flags... src
-    out=$1; shift
-    $CC $CFLAGS "$@" -c -o "$BUILD/$out" || { echo "compile failed: $*"; exit 1; }
-}
-compile neon_q.o -DER_NEON_DOTPROD=0 "$K/neon/q_neon.c"
-compile neon_float.o "$K/neon/float_neon.c"
-compile neon_ew.o "$K/neon/ew_neon.c"
-compile neon_rlayout.o "$K/neon/repack_layout_neon.c"
-compile neon_rq.o -DER_NEON_DOTPROD=0 "$K/neon/repack_q_neon.c"
-compile neon_rq4k.o -DER_NEON_DOTPROD=0 "$K/neon/repack_q4_k_neon.c"
-compile neondp_q.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/q_neon.c"
-compile neondp_rq.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/repack_q_neon.c"
-compile neondp_rq4k.o -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$K/neon/repack_q4_k_neon.c"
-compile neoni8.o -march=armv8.2-a+dotprod+i8mm "$K/neon/i8mm_neon.c"
-compile sve_q.o -march=armv8.2-a+sve "$K/sve/q_sve.c"
-compile sve_float.o -march=armv8.2-a+sve "$K/sve/float_sve.c"
+. "$ROOT/scripts/cross_kernel_objs.sh"
 $CC $CFLAGS -static -o "$BUILD/edgerun-cli" \
     "$S"/*.c "$S"/tokenizer/*.c "$K"/*.c "$K"/generic/*.c "$K/neon/table_neon.c" "$K/sve/table_sve.c" \
     "$ROOT/runtime_c/tools/edgerun_cli.c" "$ROOT"/runtime_c/tools/cli_*.c "$BUILD"/*.o -lm -pthread \

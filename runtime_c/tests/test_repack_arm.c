@@ -1,14 +1,16 @@
 /*
- * test_repack_arm.c — the Arm 4-row interleaved layouts (kernels/neon/
- * repack_neon.h) and every Arm table's matmul_repacked on them: "neon"
- * (widening multiplies), "neon-dotprod" (SDOT), "neon-i8mm" (SMMLA prefill),
- * and "sve" if it ever gains a layout. Tables this CPU cannot run are
- * skipped; on a machine with none (x86) the test exits 77 (meson: skipped).
- * Runs under qemu-aarch64 with -cpu cortex-a72 (neon), cortex-a76
- * (+dotprod), max (+i8mm, SVE) and max,sve-default-vector-length=64.
+ * test_repack_arm.c — the Arm interleaved layouts (kernels/neon/
+ * repack_neon.h: groups of G rows) and every Arm table's matmul_repacked on
+ * them: "neon" (widening multiplies), "neon-dotprod" (SDOT), "neon-i8mm"
+ * (SMMLA prefill), all G = 4, and "sve" (G = the vector's 32-bit lanes,
+ * kernels/sve/repack_sve.h). Tables this CPU cannot run are skipped; on a
+ * machine with none (x86) the test exits 77 (meson: skipped). Runs under
+ * qemu-aarch64 with -cpu cortex-a72 (neon), cortex-a76 (+dotprod), max
+ * (+i8mm, SVE) at 128, 256, 512 and 2048 bits.
  *
  * What must hold:
- *  - repack_rows is 4 and the Q8_0/Q4_0/Q6_K copies are byte permutations
+ *  - repack_rows is 4 (NEON tables) or the SVE vector's 32-bit lane count
+ *    (sve), and the Q8_0/Q4_0/Q6_K copies are byte permutations
  *    of the file's rows (the same size; Q4_K and Q5_K re-encode their
  *    scales, Q5_K its qh bits, same size);
  *  - integer paths exact: with every weight and activation scale 1.0 and
@@ -22,8 +24,9 @@
  *    layout, with every scale and quant at its limit in some rows and
  *    super-blocks of -127 and of zero activations;
  *  - every activation-row count 1..9 (SMMLA pairs padded with a zero row,
- *    tiles of 4), widths spanning more than one stack slice, inner row
- *    ranges [r0, r1), outputs outside them untouched, padded x strides.
+ *    tiles of 4), widths spanning more than one stack slice, 1, 3 and 5 row
+ *    groups, inner row ranges [r0, r1), outputs outside them untouched,
+ *    padded x strides.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +143,14 @@ static void check_auto_choice(void) {
     printf("cpu features: %s\nautomatic choice: %s\n", feat, why ? why : "?");
 }
 
+/* Rows per group the table should interleave: 4 for the NEON tables, one
+ * per 32-bit lane of the SVE vector for sve. */
+static int want_rows(const er_kernels *k) {
+    if (strcmp(k->name, "sve") != 0) return 4;
+    unsigned er_sve_vector_bytes(void); /* kernels/sve/q_sve.c; only called where sve runs */
+    return (int)(er_sve_vector_bytes() / 4);
+}
+
 int main(void) {
     static const char *const names[] = {"neon", "neon-dotprod", "neon-i8mm", "sve"};
     int ran = 0;
@@ -151,40 +162,39 @@ int main(void) {
             continue;
         }
         ran++;
-        const int fails_before = g_test_fail;
+        const int fails_before = g_test_fail, G = want_rows(k);
         int layouts = 0;
         for (int wt = 0; wt < ER_W_COUNT; wt++) {
             if (k->repack_rows[wt] <= 0) continue;
             layouts++;
             CHECK(k->repack[wt] && k->matmul_repacked[wt], "%s: repack_rows without functions", k->name);
-            CHECK(k->repack_rows[wt] == 4, "%s wt %d: repack_rows %d, the Arm layouts interleave 4", k->name, wt,
-                  k->repack_rows[wt]);
-            if (!k->repack[wt] || !k->matmul_repacked[wt] || k->repack_rows[wt] != 4) continue;
+            CHECK(k->repack_rows[wt] == G, "%s wt %d: repack_rows %d, want %d", k->name, wt, k->repack_rows[wt], G);
+            if (!k->repack[wt] || !k->matmul_repacked[wt] || k->repack_rows[wt] != G) continue;
             if (wt == ER_W_Q4_K || wt == ER_W_Q5_K || wt == ER_W_Q6_K) {
                 const int ns[] = {256, 768, 2048, 4352};
                 for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
                     for (int m = 1; m <= 9; m++) {
-                        check_kq(k, wt, ns[a], 4, m);
-                        if (m % 2 || a < 2) check_kq(k, wt, ns[a], 12, m);
+                        check_kq(k, wt, ns[a], G, m);
+                        if (m % 2 || a < 2) check_kq(k, wt, ns[a], 3 * G, m);
                     }
             } else {
                 CHECK(wt == ER_W_Q8_0 || wt == ER_W_Q4_0, "%s: unexpected layout for type %d", k->name, wt);
                 /* unit scales: exact integers (n <= 768 keeps sums below 2^24) */
                 const int nu[] = {32, 64, 768};
                 for (size_t a = 0; a < sizeof nu / sizeof nu[0]; a++)
-                    for (int m = 1; m <= 9; m++) check_q(k, wt, nu[a], 12, m, 1);
+                    for (int m = 1; m <= 9; m++) check_q(k, wt, nu[a], 3 * G, m, 1);
                 /* 8224: more than one stack slice of activation blocks (128 and 256) */
                 const int ns[] = {96, 768, 8224};
                 for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
                     for (int m = 1; m <= 9; m++) {
-                        check_q(k, wt, ns[a], 4, m, 0);
-                        if (m % 2 || a < 2) check_q(k, wt, ns[a], 20, m, 0);
+                        check_q(k, wt, ns[a], G, m, 0);
+                        if (m % 2 || a < 2) check_q(k, wt, ns[a], 5 * G, m, 0);
                     }
             }
         }
-        if (strcmp(k->name, "sve") != 0)
-            CHECK(layouts == 5, "%s: %d repacked layouts, want Q8_0, Q4_0, Q4_K, Q5_K and Q6_K", k->name, layouts);
-        printf("table %-13s %d layouts %s\n", k->name, layouts, g_test_fail == fails_before ? "ok" : "FAILED");
+        CHECK(layouts == 5, "%s: %d repacked layouts, want Q8_0, Q4_0, Q4_K, Q5_K and Q6_K", k->name, layouts);
+        printf("table %-13s %d layouts, %d rows each %s\n", k->name, layouts, G,
+               g_test_fail == fails_before ? "ok" : "FAILED");
     }
     if (!ran) {
         printf("no Arm table runs here: skipped\n");

@@ -93,7 +93,15 @@ _Static_assert(sizeof(er_blk_q4_kx4) == 4 * sizeof(er_block_q4_k), "Q4_Kx4 must 
 _Static_assert(sizeof(er_blk_q5_kx4) == 4 * sizeof(er_block_q5_k), "Q5_Kx4 must be 4 blocks' bytes");
 _Static_assert(sizeof(er_blk_q6_kx4) == 4 * sizeof(er_block_q6_k), "Q6_Kx4 must be 4 blocks' bytes");
 
-/* repack_layout_neon.c (plain C, baseline) */
+/* repack_layout_neon.c (plain C, baseline): each layout for groups of G
+ * rows, every [4] above a [G] (the row index r < G), so G = 4 writes the
+ * structs here and G = svcntw() the "sve" table's layouts (sve/repack_sve.h);
+ * n_out must be a multiple of G. The er_neon_* writers are G = 4. */
+void er_arm_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
+void er_arm_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
+void er_arm_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
+void er_arm_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
+void er_arm_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
 void er_neon_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);

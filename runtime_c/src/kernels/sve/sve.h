@@ -3,8 +3,9 @@
  * -march=armv8.2-a+sve into their own library. Loops step by svcntb() /
  * svcntw() with whilelt predicates, so one binary is correct at every
  * vector length from 128 to 2048 bits (the tests run 128, 256, 512, 2048).
- * The "sve" table overrides the dots and matmuls; element-wise kernels come
- * from the NEON table, which every SVE core also runs.
+ * The "sve" table overrides the dots and matmuls and has its own repacked
+ * layouts (repack_sve.h); element-wise kernels come from the NEON table,
+ * which every SVE core also runs.
  */
 #ifndef ER_KERNELS_SVE_H
 #define ER_KERNELS_SVE_H
@@ -30,5 +31,19 @@ void er_sve_matmul_q4_0(const er_matmul_args *a);
 void er_sve_matmul_q4_k(const er_matmul_args *a);
 void er_sve_matmul_q5_k(const er_matmul_args *a);
 void er_sve_matmul_q6_k(const er_matmul_args *a);
+
+/* The G-row layouts (repack_sve.h), G = er_sve_group_rows() = svcntw():
+ * writers (repack_q_sve.c) and matmuls on them. */
+int er_sve_group_rows(void);
+void er_sve_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_sve_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_sve_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_sve_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_sve_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_sve_matmul_q8_0xg(const er_matmul_args *a);
+void er_sve_matmul_q4_0xg(const er_matmul_args *a);
+void er_sve_matmul_q4_kxg(const er_matmul_args *a);
+void er_sve_matmul_q5_kxg(const er_matmul_args *a);
+void er_sve_matmul_q6_kxg(const er_matmul_args *a);
 
 #endif
