@@ -5,6 +5,8 @@
 #   make demo        the embedded model answers arithmetic problems, cross-built for
 #                    rpi5 under qemu cortex-a76 and natively, side by side
 #   make test-boards edgerun test --board for BOARDS (default: rpi5 armv9-sve2)
+#   make test-kernels-qemu  every Arm kernel table and layout against generic under qemu,
+#                    cortex-a72 / cortex-a76 / SVE 128-2048 bits (scripts/test_kernels_qemu.sh)
 #   make test        C unit tests, pytest, clang -Werror build, pip install check
 #   make test-long   the slow tests (-m long)
 #   make test-asan   C tests and the bad-input/CLI tests under ASan+UBSan
@@ -74,7 +76,7 @@ BENCH_MODELS := models/edgerun-add.gguf $(BENCH_DIR)/llama15m-f32.gguf $(BENCH_D
 .PHONY: all setup build test test-long test-asan clang-check demo bench clean distclean
 .PHONY: demo-native test-boards
 .PHONY: test-tsan-swap bench-tokenizer
-.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa
+.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa test-kernels-qemu
 
 all: build
 
@@ -222,6 +224,12 @@ demo-native: build
 # build (build/host) is the logits reference. ci/github-actions.yml runs the
 # same command per board.
 BOARDS ?= rpi5 armv9-sve2
+# The kernel tests alone (test_kernels_isa, test_repack_arm), statically
+# cross-built, on every CPU model the Arm tables target, SVE up to 2048 bits
+# (the board tests stop at the board's own lengths). About 5 minutes on 2 cores.
+test-kernels-qemu: setup
+	sh scripts/test_kernels_qemu.sh
+
 test-boards: setup
 	@status=0; for b in $(BOARDS); do \
 	  echo "== edgerun test --board $$b"; \

@@ -33,11 +33,12 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I$ROOT/runtime_c/inclu
 
 # The same split as kernels/meson.build: everything baseline armv8-a, each
 # ISA library with its own -march; the CLI is every tools/cli_*.c beside
-# edgerun_cli.c (tools/meson.build's list), linked statically so qemu needs
-# no arm64 sysroot.
+# edgerun_cli.c (tools/meson.build's list), and src/cuda/none.c (the CUDA
+# entry points of a build without CUDA, as meson links them), statically so
+# qemu needs no arm64 sysroot.
 . "$ROOT/scripts/cross_kernel_objs.sh"
 $CC $CFLAGS -static -o "$BUILD/edgerun-cli" \
-    "$S"/*.c "$S"/tokenizer/*.c "$K"/*.c "$K"/generic/*.c "$K/neon/table_neon.c" "$K/sve/table_sve.c" \
+    "$S"/*.c "$S/cuda/none.c" "$S"/tokenizer/*.c "$K"/*.c "$K"/generic/*.c "$K/neon/table_neon.c" "$K/sve/table_sve.c" \
     "$ROOT/runtime_c/tools/edgerun_cli.c" "$ROOT"/runtime_c/tools/cli_*.c "$BUILD"/*.o -lm -pthread \
     || { echo "link failed"; exit 1; }
 

@@ -2,7 +2,7 @@
 
 Natively: the embedded model's greedy answers with `edgerun-cli --isa generic`,
 with the table this CPU gets, with EDGERUN_ISA forcing each table the build
-has, and at 1 and 3 threads. Under qemu-aarch64 (long test):
+has, and at 1 and 3 threads. Under qemu-aarch64 (about 30 s on 2 cores):
 scripts/test_isa_greedy_qemu.sh runs a static aarch64 CLI with neon,
 neon-dotprod and SVE at 128/256/512/2048 bits against the native reference.
 Also `edgerun info --isa` names the table, the reason and the CPU features.
@@ -88,7 +88,6 @@ def test_info_isa_names_table_reason_and_features():
     assert r.returncode == 0 and r.stdout.startswith("isa: generic ("), r.stdout
 
 
-@pytest.mark.long
 def test_qemu_tables_give_native_generic_tokens(cli, tmp_path):
     r = subprocess.run(["sh", str(REPO / "scripts" / "test_isa_greedy_qemu.sh")], capture_output=True, text=True,
                        timeout=1800, env=dict(os.environ, EDGERUN_CLI=str(cli), BUILD=str(tmp_path)))

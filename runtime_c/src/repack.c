@@ -7,8 +7,10 @@
  * and Q6_K, 8 rows each (measured: kernels/x86/repack_*.c); NEON,
  * NEON-dotprod and NEON-i8mm the same five types, 4 rows each
  * (kernels/neon/repack_*.c; chosen for the load pattern and instruction
- * counts, not yet timed on Arm hardware). SVE keeps the file layout (why:
- * sve/table_sve.c). The mapped file is never written: the copy goes to the
+ * counts, not yet timed on Arm hardware); SVE the same five with one row
+ * per 32-bit lane of the machine's vectors (kernels/sve/repack_sve.h:
+ * repack_rows is set at first use of the table, before any plan). The mapped
+ * file is never written: the copy goes to the
  * arena, and the source pages are then released from this process (madvise
  * MADV_DONTNEED on the read-only file mapping: they stay in the page cache
  * and fault back in if the embedding look-up of a tied matrix needs them),

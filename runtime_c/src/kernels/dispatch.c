@@ -86,8 +86,11 @@ static const isa_entry k_built[] = {
     {"avx2", er_kernels_avx2, CPU_AVX | CPU_AVX2 | CPU_FMA | CPU_F16C, 0},
 #endif
 #if ER_BUILD_ARM
-    /* At 128 bits SVE holds what NEON holds and our vector-length-agnostic
-     * loops pay for predicates, so neon-dotprod is preferred there. */
+    /* At 128 bits SVE holds what NEON holds: the sve table's layouts are
+     * then the NEON ones (4 rows), and neon-i8mm adds SMMLA prefill while
+     * plain SVE lacks NEON's SRI/BSL for the K-quants' bit merges (more
+     * instructions per record, docs/PERFORMANCE.md), so the NEON tables are
+     * preferred there. */
     {"sve", er_kernels_sve, CPU_ASIMD | CPU_SVE, CPU_SVE256},
     /* neon-dotprod plus SMMLA prefill on the repacked Q8_0/Q4_0 layouts */
     {"neon-i8mm", er_kernels_neon_i8mm, CPU_ASIMD | CPU_ASIMDDP | CPU_I8MM, 0},
