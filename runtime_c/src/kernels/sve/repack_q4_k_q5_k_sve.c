@@ -5,13 +5,13 @@
  * decode and prefill, any vector length. One template (q5 = 0/1).
  *
  * Per super-block and G rows: the 6-bit scales and mins of all G rows come
- * from 12 byte-widening loads and a few shifts and masks (the row-wise
- * kernel unpacks them per row with scalar code), the mins of all G rows
- * take 8 multiply-adds per activation row, the 64 SDOT by element per
- * activation row leave the rows in lanes, and one float tail serves G
- * rows. The unpacking (AND and shift per 4 bytes of G rows; Q5_K: two
+ * from 2 loads and 7 byte operations per chunk of two sub-blocks and 2
+ * widenings per sub-block (the row-wise kernel unpacks them per row with
+ * scalar code), the mins of all G rows take 8 multiply-adds per activation
+ * row, the 64 SDOT by element per activation row leave the rows in lanes,
+ * and one float tail serves G rows. The unpacking (AND and shift per 4 bytes of G rows; Q5_K: two
  * shifts, an AND and an ORR more per nibble, plain SVE having no SRI/BSL)
- * is shared by the tile's activation rows.
+ * is shared by the tile's activation rows (2 per tile: ER_SVE_KQ_MT).
  *
  * Arithmetic: per row and super-block isum = sum_j sc_j (q_j . x_j) and
  * imin = sum_j mn_j bs_j are generic's exact int32s, and the float tail is
@@ -21,15 +21,12 @@
 #include "sve.h"
 #include "repack_sve.h"
 
-/* Sub-block j's scale (mn = 0) or min (mn = 1) of the G rows as int32
- * lanes: low nibble from sl[j], top two bits from sh[j & 3] (bits 0-1 sc_j,
- * 2-3 mn_j for j < 4; 4-5, 6-7 for j >= 4). */
-static ER_SVE_INLINE svint32_t scale_min(const uint8_t *sl, const uint8_t *sh, int G, const int j, const int mn) {
-    const svbool_t all = svptrue_b32();
-    const svuint32_t l = svld1ub_u32(all, sl + (size_t)G * j);
-    const svuint32_t h = svlsr_n_u32_x(all, svld1ub_u32(all, sh + (size_t)G * (j & 3)), 4 * (j >> 2) + 2 * mn);
-    const svuint32_t lo = mn ? svlsr_n_u32_x(all, l, 4) : svand_n_u32_x(all, l, 15);
-    return svreinterpret_s32_u32(svorr_u32_x(all, lo, svlsl_n_u32_x(all, svand_n_u32_x(all, h, 3), 4)));
+/* Sub-block j's G scales or mins as int32 lanes from a byte vector v
+ * holding four sub-blocks' values [j & 3][G]: two widenings pick the
+ * quarter (the lanes stay in row order). */
+static ER_SVE_INLINE svint32_t lanes_of(svuint8_t v, const int j) {
+    const svuint16_t h = (j & 2) ? svunpkhi_u16(v) : svunpklo_u16(v);
+    return svreinterpret_s32_u32((j & 1) ? svunpkhi_u32(h) : svunpklo_u32(h));
 }
 
 /* A nibble with its fifth bit: Q5_K's qh byte holds the low nibble's bit at
@@ -85,8 +82,19 @@ static ER_SVE_INLINE void group_tile(const void *wg, int nb, const unsigned char
                 ER_SVE_COLS(mt, COL);
 #undef COL
             }
-            const svint32_t sc_lo = scale_min(sl, sh, G, 2 * c, 0), sc_hi = scale_min(sl, sh, G, 2 * c + 1, 0);
-            const svint32_t mn_lo = scale_min(sl, sh, G, 2 * c, 1), mn_hi = scale_min(sl, sh, G, 2 * c + 1, 1);
+            /* the G rows' 6-bit scales and mins of sub-blocks 4(c/2) .. +3 as
+             * bytes [sub-block][row]: sl holds their low nibbles, sh their
+             * top two bits (bits 0-1 sc, 2-3 mn for sub-blocks 0-3; 4-5,
+             * 6-7 for 4-7). Made per chunk rather than once per record, so
+             * they are not live through the SDOT loops, where the tile's
+             * sums and decoded quants already fill the registers. */
+            const svuint8_t lv = svld1_u8(all8, sl + 4 * (size_t)G * (c >> 1)), hb = svld1_u8(all8, sh);
+            const svuint8_t hs = c < 2 ? svlsl_n_u8_x(all8, hb, 4) : hb; /* sc's top bits at 4-5 */
+            const svuint8_t hm = c < 2 ? svlsl_n_u8_x(all8, hb, 2) : svlsr_n_u8_x(all8, hb, 2); /* mn's */
+            const svuint8_t scv = svorr_u8_x(all8, svand_n_u8_x(all8, lv, 15), svand_n_u8_x(all8, hs, 0x30));
+            const svuint8_t mnv = svorr_u8_x(all8, svlsr_n_u8_x(all8, lv, 4), svand_n_u8_x(all8, hm, 0x30));
+            const svint32_t sc_lo = lanes_of(scv, 2 * c), sc_hi = lanes_of(scv, 2 * c + 1);
+            const svint32_t mn_lo = lanes_of(mnv, 2 * c), mn_hi = lanes_of(mnv, 2 * c + 1);
             /* bs_j = bsums_2j + bsums_2j+1: sub-block j's activation sum (|bs_j| <= 32 * 127) */
 #define COL(j)                                                                                                     \
     do {                                                                                                           \
@@ -119,8 +127,8 @@ ER_SVE_TILE(tile_q4, group_tile_q4)
 ER_SVE_TILE(tile_q5, group_tile_q5)
 
 void er_sve_matmul_q4_kxg(const er_matmul_args *a) {
-    er_sve_rows_matmul(a, a->n / ER_QK_K, svcntw() * sizeof(er_block_q4_k), tile_q4);
+    er_sve_rows_matmul(a, a->n / ER_QK_K, svcntw() * sizeof(er_block_q4_k), tile_q4, ER_SVE_KQ_MT);
 }
 void er_sve_matmul_q5_kxg(const er_matmul_args *a) {
-    er_sve_rows_matmul(a, a->n / ER_QK_K, svcntw() * sizeof(er_block_q5_k), tile_q5);
+    er_sve_rows_matmul(a, a->n / ER_QK_K, svcntw() * sizeof(er_block_q5_k), tile_q5, ER_SVE_KQ_MT);
 }

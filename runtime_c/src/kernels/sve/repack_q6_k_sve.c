@@ -97,5 +97,5 @@ static ER_SVE_INLINE void group_tile(const void *wg, int nb, const unsigned char
 ER_SVE_TILE(tile_q6, group_tile)
 
 void er_sve_matmul_q6_kxg(const er_matmul_args *a) {
-    er_sve_rows_matmul(a, a->n / ER_QK_K, svcntw() * sizeof(er_block_q6_k), tile_q6);
+    er_sve_rows_matmul(a, a->n / ER_QK_K, svcntw() * sizeof(er_block_q6_k), tile_q6, ER_SVE_KQ_MT);
 }

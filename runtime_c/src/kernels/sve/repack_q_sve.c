@@ -80,10 +80,10 @@ ER_SVE_TILE(tile_q8, group_tile_q8)
 ER_SVE_TILE(tile_q4, group_tile_q4)
 
 void er_sve_matmul_q8_0xg(const er_matmul_args *a) {
-    er_sve_rows_matmul(a, a->n / ER_QK8_0, svcntw() * sizeof(er_block_q8_0), tile_q8);
+    er_sve_rows_matmul(a, a->n / ER_QK8_0, svcntw() * sizeof(er_block_q8_0), tile_q8, ER_SVE_MT);
 }
 void er_sve_matmul_q4_0xg(const er_matmul_args *a) {
-    er_sve_rows_matmul(a, a->n / ER_QK4_0, svcntw() * sizeof(er_block_q4_0), tile_q4);
+    er_sve_rows_matmul(a, a->n / ER_QK4_0, svcntw() * sizeof(er_block_q4_0), tile_q4, ER_SVE_MT);
 }
 
 int er_sve_group_rows(void) { return (int)svcntw(); }

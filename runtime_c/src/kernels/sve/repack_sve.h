@@ -34,7 +34,11 @@
 #include "../kernels.h"
 
 #define ER_SVE_INLINE inline __attribute__((always_inline))
-#define ER_SVE_MT 4 /* activation rows per tile */
+#define ER_SVE_MT 4 /* activation rows per tile (Q8_0, Q4_0) */
+/* The K-quants' tiles: with 4 rows their per-row sums, decoded quants and
+ * accumulators outgrow the 32 vector registers, and the spills made a tile
+ * of 4 execute more instructions than 4 single rows (docs/PERFORMANCE.md). */
+#define ER_SVE_KQ_MT 2
 
 /* the tile's step X(j) for activation rows j < mt (a constant once the
  * tile is inlined for one height, so the rest folds away) */
@@ -115,16 +119,18 @@ typedef void (*er_sve_tile)(const void *wg, int nb, const unsigned char *x, size
  * group), nb blocks per row; rows [r0, r1) with r0 and r1 - r0 multiples of
  * G (forward.c cuts repacked matrices only between row groups); outputs
  * outside them untouched. Rows go in passes of about 64 KiB of weights, read
- * from memory once and from L2 for every further tile of activation rows:
- * the blocked matmul of prefill; decode is the m = 1 case of the same loop. */
-static inline void er_sve_rows_matmul(const er_matmul_args *a, int nb, size_t rec_bytes, er_sve_tile tile) {
+ * from memory once and from L2 for every further tile of up to mt_max
+ * activation rows: the blocked matmul of prefill; decode is the m = 1 case
+ * of the same loop. */
+static inline void er_sve_rows_matmul(const er_matmul_args *a, int nb, size_t rec_bytes, er_sve_tile tile,
+                                      const int mt_max) {
     const int G = (int)svcntw();
     const size_t group_bytes = (size_t)nb * rec_bytes;
     const int chunk = G * (group_bytes < 65536 ? (int)(65536 / group_bytes) : 1);
     for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
         const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
-        for (int j0 = 0; j0 < a->m; j0 += ER_SVE_MT) {
-            const int mt = a->m - j0 < ER_SVE_MT ? a->m - j0 : ER_SVE_MT;
+        for (int j0 = 0; j0 < a->m; j0 += mt_max) {
+            const int mt = a->m - j0 < mt_max ? a->m - j0 : mt_max;
             const unsigned char *xj = (const unsigned char *)a->x + (size_t)j0 * a->x_stride;
             for (int r = c0; r < c1; r += G)
                 tile((const unsigned char *)a->w + (size_t)(r / G) * group_bytes, nb, xj, a->x_stride, mt,
