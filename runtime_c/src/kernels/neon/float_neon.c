@@ -6,6 +6,7 @@
  * from generic's eight partial sums by float rounding only. matmul shares
  * each converted weight vector between four activation rows.
  */
+#include "../matmul_tiles.h"
 #include "neon.h"
 #include "../half.h"
 
@@ -77,27 +78,8 @@ static ALWAYS_INLINE void rows4_t(int n, const void *w, const unsigned char *x, 
     out[3] = s3;
 }
 
-/* Weight rows in ~128 KiB chunks (kept in L2), each meeting every tile of
- * four activation rows: weights stream from memory once. */
-static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, const int t) {
-    const unsigned char *w = a->w, *x = a->x;
-    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
-    float out[4];
-    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
-        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
-        int b = 0;
-        for (; b + 4 <= a->m; b += 4)
-            for (int r = c0; r < c1; r++) {
-                rows4_t(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride, a->x_stride, out, t);
-                for (int k = 0; k < 4; k++)
-                    a->y[(size_t)(b + k) * a->y_stride + (size_t)r] = out[k];
-            }
-        for (; b < a->m; b++)
-            for (int r = c0; r < c1; r++)
-                a->y[(size_t)b * a->y_stride + (size_t)r] = dot_t(
-                    a->n, w + (size_t)r * a->w_row_bytes, (const float *)(const void *)(x + (size_t)b * a->x_stride), t);
-    }
-}
+/* chunks of weight rows x tiles of four activation rows (matmul_tiles.h) */
+static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, const int t) { ER_MATMUL_TILES4(a, rows4_t, dot_t, t); }
 
 void er_neon_matmul_f32(const er_matmul_args *a) { matmul_t(a, T_F32); }
 void er_neon_matmul_f16(const er_matmul_args *a) { matmul_t(a, T_F16); }

@@ -8,6 +8,7 @@
  * weights unpacked to signed int8 (Q6_K as q-32), sub-block scales applied
  * in int32, then kquant.h's shared float tail: bit-identical to generic.
  */
+#include "../matmul_tiles.h"
 #include "neon.h"
 #include "../kquant.h"
 
@@ -110,27 +111,8 @@ static ALWAYS_INLINE void rows4_q(int n, const void *w_row, const unsigned char 
     out[3] = vaddvq_f32(a3);
 }
 
-/* Weight rows in ~128 KiB chunks (kept in L2), each meeting every tile of
- * four activation rows (in L1): weights stream from memory once. */
-static ALWAYS_INLINE void matmul_q(const er_matmul_args *a, const int q4) {
-    const unsigned char *w = a->w, *x = a->x;
-    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
-    float out[4];
-    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
-        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
-        int b = 0;
-        for (; b + 4 <= a->m; b += 4)
-            for (int r = c0; r < c1; r++) {
-                rows4_q(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride, a->x_stride, out, q4);
-                for (int k = 0; k < 4; k++)
-                    a->y[(size_t)(b + k) * a->y_stride + (size_t)r] = out[k];
-            }
-        for (; b < a->m; b++)
-            for (int r = c0; r < c1; r++)
-                a->y[(size_t)b * a->y_stride + (size_t)r] =
-                    dot_q(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride, q4);
-    }
-}
+/* chunks of weight rows x tiles of four activation rows (matmul_tiles.h) */
+static ALWAYS_INLINE void matmul_q(const er_matmul_args *a, const int q4) { ER_MATMUL_TILES4(a, rows4_q, dot_q, q4); }
 
 float FN(dot_q8_0)(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, 0); }
 float FN(dot_q4_0)(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, 1); }

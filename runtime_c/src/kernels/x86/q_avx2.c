@@ -12,6 +12,7 @@
  * walks weight rows in cache-sized chunks: prefill is a blocked matmul, not
  * m matvecs.
  */
+#include "../matmul_tiles.h"
 #include "avx2.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -98,28 +99,8 @@ static ALWAYS_INLINE float dot_q(int n, const void *w_row, const void *x_row, co
 float er_avx2_dot_q8_0(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, 0); }
 float er_avx2_dot_q4_0(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, 1); }
 
-/* Weight rows are taken in chunks of about 128 KiB (they stay in L2) and
- * each chunk meets every tile of four activation rows (which stays in L1):
- * weights stream from memory once, activations are re-read from cache only. */
-static ALWAYS_INLINE void matmul_q(const er_matmul_args *a, const int q4) {
-    const unsigned char *w = a->w, *x = a->x;
-    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
-    float out[4];
-    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
-        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
-        int b = 0;
-        for (; b + 4 <= a->m; b += 4)
-            for (int r = c0; r < c1; r++) {
-                rows4_q(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride, a->x_stride, out, q4);
-                for (int k = 0; k < 4; k++)
-                    a->y[(size_t)(b + k) * a->y_stride + (size_t)r] = out[k];
-            }
-        for (; b < a->m; b++)
-            for (int r = c0; r < c1; r++)
-                a->y[(size_t)b * a->y_stride + (size_t)r] =
-                    dot_q(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride, q4);
-    }
-}
+/* chunks of weight rows x tiles of four activation rows (matmul_tiles.h) */
+static ALWAYS_INLINE void matmul_q(const er_matmul_args *a, const int q4) { ER_MATMUL_TILES4(a, rows4_q, dot_q, q4); }
 
 void er_avx2_matmul_q8_0(const er_matmul_args *a) { matmul_q(a, 0); }
 void er_avx2_matmul_q4_0(const er_matmul_args *a) { matmul_q(a, 1); }
