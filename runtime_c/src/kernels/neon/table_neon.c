@@ -8,6 +8,13 @@
  * version of them yet). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  *
+ * No table does half-precision arithmetic (+fp16), though dispatch detects
+ * fphp/asimdhp: every half here is a weight or KV value meeting a float
+ * activation, and FCVTL/FCVTN (baseline NEON) convert exactly, where FP16
+ * FMLA would round each product and running sum to 11 bits and change the
+ * logits per core. FMLAL (FEAT_FHM) keeps products exact but wants both
+ * operands in half precision, and the Cortex-A76 boards lack it.
+ *
  * neon-i8mm is its own table rather than a branch inside neon-dotprod: a
  * table's entries are fixed addresses chosen once (no per-call feature
  * test), EDGERUN_ISA=neon-dotprod still runs and tests the SDOT prefill on
