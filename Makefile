@@ -7,6 +7,8 @@
 #   make test-boards edgerun test --board for BOARDS (default: rpi5 armv9-sve2)
 #   make test-kernels-qemu  every Arm kernel table and layout against generic under qemu,
 #                    cortex-a72 / cortex-a76 / SVE 128-2048 bits (scripts/test_kernels_qemu.sh)
+#   make kernel-insns  instructions each Arm table executes per matrix product under qemu,
+#                    file layout vs repacked (scripts/kernel_insns_qemu.sh)
 #   make test        C unit tests, pytest, clang -Werror build, pip install check
 #   make test-long   the slow tests (-m long)
 #   make test-asan   C tests and the bad-input/CLI tests under ASan+UBSan
@@ -76,7 +78,7 @@ BENCH_MODELS := models/edgerun-add.gguf $(BENCH_DIR)/llama15m-f32.gguf $(BENCH_D
 .PHONY: all setup build test test-long test-asan clang-check demo bench clean distclean
 .PHONY: demo-native test-boards
 .PHONY: test-tsan-swap bench-tokenizer
-.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa test-kernels-qemu
+.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa test-kernels-qemu kernel-insns
 
 all: build
 
@@ -229,6 +231,12 @@ BOARDS ?= rpi5 armv9-sve2
 # (the board tests stop at the board's own lengths). About 5 minutes on 2 cores.
 test-kernels-qemu: setup
 	sh scripts/test_kernels_qemu.sh
+
+# Instructions executed per 64 x 2048 matrix product, each Arm table, file
+# layout against repacked, decode and prefill (a markdown table): the work a
+# kernel change saves, counted without Arm hardware. About 3 minutes.
+kernel-insns: setup
+	sh scripts/kernel_insns_qemu.sh
 
 test-boards: setup
 	@status=0; for b in $(BOARDS); do \

@@ -1,0 +1,53 @@
+#!/bin/sh
+# kernel_insns_qemu.sh — instructions each Arm kernel table executes for one
+# 64 x 2048 matrix product, file layout against its repacked layout, counted
+# under qemu-aarch64 (-singlestep -d exec: one log line per instruction; the
+# count at one product minus the count at none, scripts/kernel_insns.c).
+# Without Arm hardware this is the measure of a kernel change that does not
+# depend on the emulator's speed: instructions are not cycles, but a kernel
+# that executes a fifth of the instructions is not slower on any core.
+# Prints a markdown table: decode (m = 1) and prefill (m = 4) per table,
+# vector length and type. About 2-3 minutes on 2 cores.
+# Env: CROSS_CC (aarch64-linux-gnu-gcc), QEMU (qemu-aarch64), BUILD (scratch
+# dir), TYPES (default "q8_0 q4_0 q4_k q5_k q6_k").
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CC=${CROSS_CC:-aarch64-linux-gnu-gcc}
+QEMU=${QEMU:-qemu-aarch64}
+TYPES=${TYPES:-"q8_0 q4_0 q4_k q5_k q6_k"}
+for tool in "${CC%% *}" "$QEMU"; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "skip: $tool not found (apt-get install gcc-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross)"
+        exit 77
+    fi
+done
+BUILD=${BUILD:-$(mktemp -d /tmp/edgerun-insns.XXXXXX)}
+mkdir -p "$BUILD"
+K="$ROOT/runtime_c/src/kernels"
+CFLAGS="-std=c11 -D_GNU_SOURCE -O3 -Wall -Wextra -Werror -I$ROOT/runtime_c/include -I$ROOT/runtime_c/src"
+. "$ROOT/scripts/cross_kernel_objs.sh"
+$CC $CFLAGS -static -o "$BUILD/kernel_insns" \
+    "$K"/*.c "$K"/generic/*.c "$K/neon/table_neon.c" "$K/sve/table_sve.c" "$ROOT/runtime_c/src/error.c" \
+    "$ROOT/scripts/kernel_insns.c" "$BUILD"/*.o -lm -pthread || { echo "link failed"; exit 1; }
+
+count() { # cpu table type layout m reps
+    log="$BUILD/trace.log"
+    "$QEMU" -cpu "$1" -singlestep -d exec,nochain -D "$log" "$BUILD/kernel_insns" "$2" "$3" "$4" "$5" "$6" \
+        >/dev/null || { echo "run failed: $*" >&2; exit 1; }
+    grep -c '^Trace' "$log"
+}
+product() { # cpu table type layout m: instructions of one product
+    echo $(( $(count "$1" "$2" "$3" "$4" "$5" 1) - $(count "$1" "$2" "$3" "$4" "$5" 0) ))
+}
+
+echo "| table | vector | type | decode, file -> repacked | prefill m = 4, file -> repacked |"
+echo "|---|---|---|---:|---:|"
+for spec in "sve 256 max,sve-default-vector-length=32" "sve 512 max,sve-default-vector-length=64" \
+            "sve 128 max,sve-default-vector-length=16" "neon-dotprod 128 max,sve-default-vector-length=16"; do
+    set -- $spec
+    for t in $TYPES; do
+        d0=$(product "$3" "$1" "$t" file 1) d1=$(product "$3" "$1" "$t" repacked 1)
+        p0=$(product "$3" "$1" "$t" file 4) p1=$(product "$3" "$1" "$t" repacked 4)
+        echo "| $1 | $2 bits | $t | $d0 -> $d1 | $p0 -> $p1 |"
+    done
+done

@@ -1,0 +1,30 @@
+"""scripts/kernel_insns_qemu.sh: instructions an Arm kernel table executes for one
+matrix product under qemu, file layout against repacked (how docs/PERFORMANCE.md
+counts the SVE layouts' work without Arm hardware). Runs the Q8_0 rows only (about
+40 s on 2 cores); skipped without the aarch64 cross compiler or qemu-aarch64."""
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_repacked_layouts_execute_fewer_instructions(tmp_path):
+    r = subprocess.run(["sh", str(REPO / "scripts" / "kernel_insns_qemu.sh")], capture_output=True, text=True,
+                       timeout=900, env=dict(os.environ, TYPES="q8_0", BUILD=str(tmp_path)))
+    if r.returncode == 77:
+        pytest.skip(r.stdout.strip())
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = re.findall(r"^\| (\S+) \| (\d+) bits \| q8_0 \| (\d+) -> (\d+) \| (\d+) -> (\d+) \|$", r.stdout, re.M)
+    assert [(t, int(v)) for t, v, *_ in rows] == [("sve", 256), ("sve", 512), ("sve", 128), ("neon-dotprod", 128)]
+    counts = {(t, int(v)): tuple(int(c) for c in cs) for t, v, *cs in rows}
+    for (table, bits), (d_file, d_rep, p_file, p_rep) in counts.items():
+        assert 0 < d_rep < d_file and 0 < p_rep < p_file, (table, bits, r.stdout)
+        # a prefill tile of 4 shares the weights: less than 4 single-row products
+        assert p_rep < 4 * d_rep, (table, bits, r.stdout)
+    # one row per 32-bit lane: twice the vector, about half the instructions
+    assert counts[("sve", 512)][1] < 0.6 * counts[("sve", 256)][1]
+    assert counts[("sve", 256)][1] < 0.6 * counts[("sve", 128)][1]
