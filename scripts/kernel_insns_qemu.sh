@@ -43,9 +43,12 @@ product() { # cpu table type layout m: instructions of one product
 echo "| table | vector | type | decode, file -> repacked | prefill m = 4, file -> repacked |"
 echo "|---|---|---|---:|---:|"
 for spec in "sve 256 max,sve-default-vector-length=32" "sve 512 max,sve-default-vector-length=64" \
-            "sve 128 max,sve-default-vector-length=16" "neon-dotprod 128 max,sve-default-vector-length=16"; do
+            "sve 128 max,sve-default-vector-length=16" "neon-dotprod 128 max,sve-default-vector-length=16" \
+            "neon-i8mm 128 max,sve-default-vector-length=16"; do
     set -- $spec
     for t in $TYPES; do
+        # neon-i8mm differs from neon-dotprod only in Q8_0/Q4_0 prefill
+        case "$1:$t" in *i8mm:q4_k|*i8mm:q5_k|*i8mm:q6_k) continue ;; esac
         d0=$(product "$3" "$1" "$t" file 1) d1=$(product "$3" "$1" "$t" repacked 1)
         p0=$(product "$3" "$1" "$t" file 4) p1=$(product "$3" "$1" "$t" repacked 4)
         echo "| $1 | $2 bits | $t | $d0 -> $d1 | $p0 -> $p1 |"

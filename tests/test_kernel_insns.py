@@ -19,7 +19,8 @@ def test_repacked_layouts_execute_fewer_instructions(tmp_path):
         pytest.skip(r.stdout.strip())
     assert r.returncode == 0, r.stdout + r.stderr
     rows = re.findall(r"^\| (\S+) \| (\d+) bits \| q8_0 \| (\d+) -> (\d+) \| (\d+) -> (\d+) \|$", r.stdout, re.M)
-    assert [(t, int(v)) for t, v, *_ in rows] == [("sve", 256), ("sve", 512), ("sve", 128), ("neon-dotprod", 128)]
+    assert [(t, int(v)) for t, v, *_ in rows] == [("sve", 256), ("sve", 512), ("sve", 128), ("neon-dotprod", 128),
+                                                  ("neon-i8mm", 128)]
     counts = {(t, int(v)): tuple(int(c) for c in cs) for t, v, *cs in rows}
     for (table, bits), (d_file, d_rep, p_file, p_rep) in counts.items():
         assert 0 < d_rep < d_file and 0 < p_rep < p_file, (table, bits, r.stdout)
@@ -28,3 +29,5 @@ def test_repacked_layouts_execute_fewer_instructions(tmp_path):
     # one row per 32-bit lane: twice the vector, about half the instructions
     assert counts[("sve", 512)][1] < 0.6 * counts[("sve", 256)][1]
     assert counts[("sve", 256)][1] < 0.6 * counts[("sve", 128)][1]
+    # SMMLA: two activation rows per instruction, fewer instructions than SDOT for prefill
+    assert counts[("neon-i8mm", 128)][3] < counts[("neon-dotprod", 128)][3]
