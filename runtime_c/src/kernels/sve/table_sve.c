@@ -5,9 +5,9 @@
  * only stores addresses.
  *
  * Repacked layouts for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K with G = svcntw()
- * rows per group (repack_sve.h): the one thing in this table that depends on
- * the vector length, so the table is filled once at first use, on a core
- * that has SVE (dispatch.c asks for it only there). This table is chosen
+ * rows per group (repack_sve.h). G is the one thing in this table that
+ * depends on the vector length, so repack_rows is filled once at first use,
+ * on a core that has SVE (dispatch.c asks for the table only there). This table is chosen
  * automatically only at 256 bits or more; at 128 bits neon-dotprod /
  * neon-i8mm (the same layouts at G = 4, and SMMLA prefill) win the choice.
  */
@@ -61,31 +61,25 @@ static er_kernels k_sve = {
     .attention = er_neon_attention,
     .f32_to_f16 = er_neon_f32_to_f16,
     .f16_to_f32 = er_neon_f16_to_f32,
+    /* repack_rows (G) is set by fill_rows */
+    .repack = {[ER_W_Q8_0] = er_sve_repack_q8_0, [ER_W_Q4_0] = er_sve_repack_q4_0, [ER_W_Q4_K] = er_sve_repack_q4_k,
+               [ER_W_Q5_K] = er_sve_repack_q5_k, [ER_W_Q6_K] = er_sve_repack_q6_k},
+    .matmul_repacked = {[ER_W_Q8_0] = er_sve_matmul_q8_0xg, [ER_W_Q4_0] = er_sve_matmul_q4_0xg,
+                        [ER_W_Q4_K] = er_sve_matmul_q4_kxg, [ER_W_Q5_K] = er_sve_matmul_q5_kxg,
+                        [ER_W_Q6_K] = er_sve_matmul_q6_kxg},
 };
 
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 
 /* Written once, before any caller sees the table: concurrent first calls
  * wait in pthread_once, so no reader finds it half filled. */
-static void fill_layouts(void) {
+static void fill_rows(void) {
     const int G = er_sve_group_rows();
-    static void (*const repack[ER_W_COUNT])(const void *, void *, size_t, int, int) = {
-        [ER_W_Q8_0] = er_sve_repack_q8_0, [ER_W_Q4_0] = er_sve_repack_q4_0, [ER_W_Q4_K] = er_sve_repack_q4_k,
-        [ER_W_Q5_K] = er_sve_repack_q5_k, [ER_W_Q6_K] = er_sve_repack_q6_k,
-    };
-    static void (*const matmul[ER_W_COUNT])(const er_matmul_args *) = {
-        [ER_W_Q8_0] = er_sve_matmul_q8_0xg, [ER_W_Q4_0] = er_sve_matmul_q4_0xg, [ER_W_Q4_K] = er_sve_matmul_q4_kxg,
-        [ER_W_Q5_K] = er_sve_matmul_q5_kxg, [ER_W_Q6_K] = er_sve_matmul_q6_kxg,
-    };
-    for (int t = 0; t < ER_W_COUNT; t++) {
-        if (!repack[t]) continue;
-        k_sve.repack_rows[t] = G;
-        k_sve.repack[t] = repack[t];
-        k_sve.matmul_repacked[t] = matmul[t];
-    }
+    for (int t = 0; t < ER_W_COUNT; t++)
+        if (k_sve.repack[t]) k_sve.repack_rows[t] = G;
 }
 
 const er_kernels *er_kernels_sve(void) {
-    pthread_once(&s_once, fill_layouts);
+    pthread_once(&s_once, fill_rows);
     return &k_sve;
 }
