@@ -15,17 +15,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CC=${CROSS_CC:-aarch64-linux-gnu-gcc}
 QEMU=${QEMU:-qemu-aarch64}
 TYPES=${TYPES:-"q8_0 q4_0 q4_k q5_k q6_k"}
-for tool in "${CC%% *}" "$QEMU"; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "skip: $tool not found (apt-get install gcc-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross)"
-        exit 77
-    fi
-done
+. "$ROOT/scripts/cross_kernel_objs.sh"
 BUILD=${BUILD:-$(mktemp -d /tmp/edgerun-insns.XXXXXX)}
 mkdir -p "$BUILD"
 K="$ROOT/runtime_c/src/kernels"
 CFLAGS="-std=c11 -D_GNU_SOURCE -O3 -Wall -Wextra -Werror -I$ROOT/runtime_c/include -I$ROOT/runtime_c/src"
-. "$ROOT/scripts/cross_kernel_objs.sh"
+compile_kernel_objs
 $CC $CFLAGS -static -o "$BUILD/kernel_insns" \
     "$K"/*.c "$K"/generic/*.c "$K/neon/table_neon.c" "$K/sve/table_sve.c" "$ROOT/runtime_c/src/error.c" \
     "$ROOT/scripts/kernel_insns.c" "$BUILD"/*.o -lm -pthread || { echo "link failed"; exit 1; }

@@ -18,12 +18,7 @@ CC=${CROSS_CC:-aarch64-linux-gnu-gcc}
 QEMU=${QEMU:-qemu-aarch64}
 NATIVE=${EDGERUN_CLI:-$ROOT/build/native/runtime_c/tools/edgerun-cli}
 MODEL=$ROOT/models/edgerun-add.gguf
-for tool in "${CC%% *}" "$QEMU"; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "skip: $tool not found (apt-get install gcc-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross)"
-        exit 77
-    fi
-done
+. "$ROOT/scripts/cross_kernel_objs.sh"
 [ -x "$NATIVE" ] || { echo "skip: no native edgerun-cli at $NATIVE (make build, or set EDGERUN_CLI)"; exit 77; }
 BUILD=${BUILD:-$(mktemp -d /tmp/edgerun-isa-greedy.XXXXXX)}
 mkdir -p "$BUILD"
@@ -36,7 +31,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I$ROOT/runtime_c/inclu
 # edgerun_cli.c (tools/meson.build's list), and src/cuda/none.c (the CUDA
 # entry points of a build without CUDA, as meson links them), statically so
 # qemu needs no arm64 sysroot.
-. "$ROOT/scripts/cross_kernel_objs.sh"
+compile_kernel_objs
 $CC $CFLAGS -static -o "$BUILD/edgerun-cli" \
     "$S"/*.c "$S/cuda/none.c" "$S"/tokenizer/*.c "$K"/*.c "$K"/generic/*.c "$K/neon/table_neon.c" "$K/sve/table_sve.c" \
     "$ROOT/runtime_c/tools/edgerun_cli.c" "$ROOT"/runtime_c/tools/cli_*.c "$BUILD"/*.o -lm -pthread \

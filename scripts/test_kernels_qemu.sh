@@ -18,12 +18,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CC=${CROSS_CC:-aarch64-linux-gnu-gcc}
 QEMU=${QEMU:-qemu-aarch64}
-for tool in "${CC%% *}" "$QEMU"; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "skip: $tool not found (apt-get install gcc-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross)"
-        exit 77
-    fi
-done
+. "$ROOT/scripts/cross_kernel_objs.sh"
 BUILD=${BUILD:-$(mktemp -d /tmp/edgerun-qemu.XXXXXX)}
 mkdir -p "$BUILD"
 K="$ROOT/runtime_c/src/kernels"
@@ -31,7 +26,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I$ROOT/runtime_c/inclu
 
 # The same split as kernels/meson.build: baseline files, then each ISA
 # library with its own -march.
-. "$ROOT/scripts/cross_kernel_objs.sh"
+compile_kernel_objs
 for t in test_kernels_isa test_repack_arm; do
     $CC $CFLAGS -static -o "$BUILD/$t" \
         "$K"/*.c "$K"/generic/*.c "$K/neon/table_neon.c" "$K/sve/table_sve.c" "$ROOT/runtime_c/src/error.c" \
