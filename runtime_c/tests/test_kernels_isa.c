@@ -271,12 +271,16 @@ static void check_matmul(const er_kernels *k, const er_kernels *g) {
             prepare(kind, x[b], n, xa + b * xs);
         }
         int bad = 0, touched = 0;
+        /* 10, 9 and 8 rows: every remainder the float register tiles (3 or
+         * 4 weight rows) leave, with chunk boundaries inside for F32 */
+        static const int ranges[][2] = {{2, RMAX - 1}, {1, RMAX - 3}, {3, RMAX - 2}};
+        for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
         for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
             const int m = ms[mi];
             float y[MMAX * YS], yg[MMAX * YS];
             for (int i = 0; i < MMAX * YS; i++) y[i] = yg[i] = -777.0f;
             er_matmul_args a = {.w = w, .w_row_bytes = rb, .x = xa, .x_stride = xs, .y = y, .y_stride = YS,
-                                .n = n, .m = m, .r0 = 2, .r1 = RMAX - 1};
+                                .n = n, .m = m, .r0 = ranges[ri][0], .r1 = ranges[ri][1]};
             k->matmul[t](&a);
             a.y = yg;
             g->matmul[t](&a);

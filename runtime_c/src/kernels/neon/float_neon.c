@@ -3,8 +3,8 @@
  * conversions, baseline NEON (FCVTL/FCVTN convert halves without +fp16).
  *
  * Four 4-lane FMA accumulators (16 elements per step); the result differs
- * from generic's eight partial sums by float rounding only. matmul shares
- * each converted weight vector between four activation rows.
+ * from generic's eight partial sums by float rounding only. matmul (prefill)
+ * works in register tiles of four weight rows by four activation rows.
  */
 #include "../matmul_tiles.h"
 #include "neon.h"
@@ -52,34 +52,61 @@ float er_neon_dot_f32(int n, const void *w_row, const void *x_row) { return dot_
 float er_neon_dot_f16(int n, const void *w_row, const void *x_row) { return dot_t(n, w_row, x_row, T_F16); }
 float er_neon_dot_bf16(int n, const void *w_row, const void *x_row) { return dot_t(n, w_row, x_row, T_BF16); }
 
-static ALWAYS_INLINE void rows4_t(int n, const void *w, const unsigned char *x, size_t xs, float *out, const int t) {
-    const float *x0 = (const float *)(const void *)x, *x1 = (const float *)(const void *)(x + xs);
-    const float *x2 = (const float *)(const void *)(x + 2 * xs), *x3 = (const float *)(const void *)(x + 3 * xs);
-    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t wv = load4(w, i, t);
-        a0 = vfmaq_f32(a0, wv, vld1q_f32(x0 + i));
-        a1 = vfmaq_f32(a1, wv, vld1q_f32(x1 + i));
-        a2 = vfmaq_f32(a2, wv, vld1q_f32(x2 + i));
-        a3 = vfmaq_f32(a3, wv, vld1q_f32(x3 + i));
-    }
-    float s0 = vaddvq_f32(a0), s1 = vaddvq_f32(a1), s2 = vaddvq_f32(a2), s3 = vaddvq_f32(a3);
-    for (; i < n; i++) {
-        const float wv = load1(w, i, t);
-        s0 += wv * x0[i];
-        s1 += wv * x1[i];
-        s2 += wv * x2[i];
-        s3 += wv * x3[i];
-    }
-    out[0] = s0;
-    out[1] = s1;
-    out[2] = s2;
-    out[3] = s3;
+/* vaddvq(acc) plus the scalar tail [i, n) of one weight row against one
+ * activation row: the tile's epilogue for each of its outputs */
+static ALWAYS_INLINE float finish(float32x4_t acc, const void *w, const float *x, int i, int n, const int t) {
+    float s = vaddvq_f32(acc);
+    for (; i < n; i++) s += load1(w, i, t) * x[i];
+    return s;
 }
 
-/* chunks of weight rows x tiles of four activation rows (matmul_tiles.h) */
-static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, const int t) { ER_MATMUL_TILES4(a, rows4_t, dot_t, t); }
+/* R (1-4) weight rows against four activation rows: 4R accumulators in
+ * named registers (an array of vectors may live on the stack and chain the
+ * FMAs through memory), R weight vectors and one activation vector, 21 of
+ * the 32 registers at R = 4. Each output is one accumulator over 4-element
+ * steps, then the tail, whatever R: the tile shape never changes a result. */
+static ALWAYS_INLINE void rows_t(int n, const void *w, size_t rb, const int R, const unsigned char *x, size_t xs,
+                                 float *out, const int t) {
+    const unsigned char *w0 = w, *w1 = w0 + rb, *w2 = w1 + rb, *w3 = w2 + rb;
+    const float *x0 = (const float *)(const void *)x, *x1 = (const float *)(const void *)(x + xs);
+    const float *x2 = (const float *)(const void *)(x + 2 * xs), *x3 = (const float *)(const void *)(x + 3 * xs);
+    float32x4_t a00 = vdupq_n_f32(0.0f), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    float32x4_t a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v0 = load4(w0, i, t), v1 = R > 1 ? load4(w1, i, t) : v0;
+        const float32x4_t v2 = R > 2 ? load4(w2, i, t) : v0, v3 = R > 3 ? load4(w3, i, t) : v0;
+#define COL(k)                                                                                                     \
+    do {                                                                                                           \
+        const float32x4_t xv = vld1q_f32(x##k + i);                                                                \
+        a0##k = vfmaq_f32(a0##k, v0, xv);                                                                          \
+        if (R > 1) a1##k = vfmaq_f32(a1##k, v1, xv);                                                               \
+        if (R > 2) a2##k = vfmaq_f32(a2##k, v2, xv);                                                               \
+        if (R > 3) a3##k = vfmaq_f32(a3##k, v3, xv);                                                               \
+    } while (0)
+        COL(0);
+        COL(1);
+        COL(2);
+        COL(3);
+#undef COL
+    }
+#define ROW(j)                                                                                                     \
+    do {                                                                                                           \
+        out[4 * (j)] = finish(a##j##0, w##j, x0, i, n, t);                                                         \
+        out[4 * (j) + 1] = finish(a##j##1, w##j, x1, i, n, t);                                                     \
+        out[4 * (j) + 2] = finish(a##j##2, w##j, x2, i, n, t);                                                     \
+        out[4 * (j) + 3] = finish(a##j##3, w##j, x3, i, n, t);                                                     \
+    } while (0)
+    ROW(0);
+    if (R > 1) ROW(1);
+    if (R > 2) ROW(2);
+    if (R > 3) ROW(3);
+#undef ROW
+}
+
+/* chunks of weight rows x tiles of 4 weight rows and four activation rows
+ * (matmul_tiles.h) */
+static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, const int t) { ER_MATMUL_TILES(a, 4, rows_t, dot_t, t); }
 
 void er_neon_matmul_f32(const er_matmul_args *a) { matmul_t(a, T_F32); }
 void er_neon_matmul_f16(const er_matmul_args *a) { matmul_t(a, T_F16); }

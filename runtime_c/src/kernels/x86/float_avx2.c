@@ -3,8 +3,8 @@
  *
  * Four 8-lane FMA accumulators (32 elements per step) cover the FMA latency;
  * the result differs from generic's eight scalar partial sums by float
- * rounding only. matmul shares each converted weight vector between up to
- * four activation rows.
+ * rounding only. matmul (prefill) works in register tiles of three weight
+ * rows by four activation rows.
  */
 #include "../matmul_tiles.h"
 #include "avx2.h"
@@ -52,35 +52,59 @@ float er_avx2_dot_f32(int n, const void *w_row, const void *x_row) { return dot_
 float er_avx2_dot_f16(int n, const void *w_row, const void *x_row) { return dot_t(n, w_row, x_row, T_F16); }
 float er_avx2_dot_bf16(int n, const void *w_row, const void *x_row) { return dot_t(n, w_row, x_row, T_BF16); }
 
-/* Four activation rows against one weight row. */
-static ALWAYS_INLINE void rows4_t(int n, const void *w, const unsigned char *x, size_t xs, float *out, const int t) {
-    const float *x0 = (const float *)(const void *)x, *x1 = (const float *)(const void *)(x + xs);
-    const float *x2 = (const float *)(const void *)(x + 2 * xs), *x3 = (const float *)(const void *)(x + 3 * xs);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 wv = load8(w, i, t);
-        a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x0 + i), a0);
-        a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x1 + i), a1);
-        a2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x2 + i), a2);
-        a3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x3 + i), a3);
-    }
-    float s0 = er_avx2_hsum_ps(a0), s1 = er_avx2_hsum_ps(a1), s2 = er_avx2_hsum_ps(a2), s3 = er_avx2_hsum_ps(a3);
-    for (; i < n; i++) {
-        const float wv = load1(w, i, t);
-        s0 += wv * x0[i];
-        s1 += wv * x1[i];
-        s2 += wv * x2[i];
-        s3 += wv * x3[i];
-    }
-    out[0] = s0;
-    out[1] = s1;
-    out[2] = s2;
-    out[3] = s3;
+/* hsum(acc) plus the scalar tail [i, n) of one weight row against one
+ * activation row: the tile's epilogue for each of its outputs */
+static ALWAYS_INLINE float finish(__m256 acc, const void *w, const float *x, int i, int n, const int t) {
+    float s = er_avx2_hsum_ps(acc);
+    for (; i < n; i++) s += load1(w, i, t) * x[i];
+    return s;
 }
 
-/* chunks of weight rows x tiles of four activation rows (matmul_tiles.h) */
-static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, const int t) { ER_MATMUL_TILES4(a, rows4_t, dot_t, t); }
+/* R (1-3) weight rows against four activation rows: 4R accumulators in
+ * named registers (GCC may keep an array of vectors on the stack and chain
+ * the FMAs through it), plus R weight vectors and one activation vector:
+ * the 16 ymm registers at R = 3. Each output is one accumulator over
+ * 8-element steps, then the tail, whatever R: the tile shape never changes
+ * a result. */
+static ALWAYS_INLINE void rows_t(int n, const void *w, size_t rb, const int R, const unsigned char *x, size_t xs,
+                                 float *out, const int t) {
+    const unsigned char *w0 = w, *w1 = w0 + rb, *w2 = w1 + rb;
+    const float *x0 = (const float *)(const void *)x, *x1 = (const float *)(const void *)(x + xs);
+    const float *x2 = (const float *)(const void *)(x + 2 * xs), *x3 = (const float *)(const void *)(x + 3 * xs);
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    __m256 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v0 = load8(w0, i, t), v1 = R > 1 ? load8(w1, i, t) : v0, v2 = R > 2 ? load8(w2, i, t) : v0;
+#define COL(k)                                                                                                     \
+    do {                                                                                                           \
+        const __m256 xv = _mm256_loadu_ps(x##k + i);                                                               \
+        a0##k = _mm256_fmadd_ps(v0, xv, a0##k);                                                                    \
+        if (R > 1) a1##k = _mm256_fmadd_ps(v1, xv, a1##k);                                                         \
+        if (R > 2) a2##k = _mm256_fmadd_ps(v2, xv, a2##k);                                                         \
+    } while (0)
+        COL(0);
+        COL(1);
+        COL(2);
+        COL(3);
+#undef COL
+    }
+#define ROW(j)                                                                                                     \
+    do {                                                                                                           \
+        out[4 * (j)] = finish(a##j##0, w##j, x0, i, n, t);                                                         \
+        out[4 * (j) + 1] = finish(a##j##1, w##j, x1, i, n, t);                                                     \
+        out[4 * (j) + 2] = finish(a##j##2, w##j, x2, i, n, t);                                                     \
+        out[4 * (j) + 3] = finish(a##j##3, w##j, x3, i, n, t);                                                     \
+    } while (0)
+    ROW(0);
+    if (R > 1) ROW(1);
+    if (R > 2) ROW(2);
+#undef ROW
+}
+
+/* chunks of weight rows x tiles of 3 weight rows and four activation rows
+ * (matmul_tiles.h) */
+static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, const int t) { ER_MATMUL_TILES(a, 3, rows_t, dot_t, t); }
 
 void er_avx2_matmul_f32(const er_matmul_args *a) { matmul_t(a, T_F32); }
 void er_avx2_matmul_f16(const er_matmul_args *a) { matmul_t(a, T_F16); }

@@ -52,8 +52,8 @@ static ALWAYS_INLINE __m256i load_w(const void *w_row, int i, float *dw, const i
 /* Four activation rows (x, x + xs, ...) against one weight row, each weight
  * block unpacked once. Four named accumulators, not an array: GCC keeps an
  * array of vectors in memory and the FMAs then chain through the stack. */
-static ALWAYS_INLINE void rows4_q(int n, const void *w_row, const unsigned char *x, size_t xs, float *out,
-                                  const int q4) {
+static ALWAYS_INLINE void row4_q(int n, const void *w_row, const unsigned char *x, size_t xs, float *out,
+                                 const int q4) {
     const int nb = n / ER_QK8_0;
     const er_block_q8_0 *x0 = (const er_block_q8_0 *)(const void *)x;
     const er_block_q8_0 *x1 = (const er_block_q8_0 *)(const void *)(x + xs);
@@ -99,8 +99,17 @@ static ALWAYS_INLINE float dot_q(int n, const void *w_row, const void *x_row, co
 float er_avx2_dot_q8_0(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, 0); }
 float er_avx2_dot_q4_0(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, 1); }
 
+/* R weight rows one after another, and matmul_q asks for one: these
+ * file-layout kernels only see matrices the repacked layouts do not take
+ * (a row count that is not a multiple of the row group) or a run with
+ * EDGERUN_REPACK=0, so they were not given a multi-row register tile */
+static ALWAYS_INLINE void rows_q(int n, const void *w, size_t rb, const int R, const unsigned char *x, size_t xs,
+                                 float *out, const int q4) {
+    for (int j = 0; j < R; j++) row4_q(n, (const unsigned char *)w + (size_t)j * rb, x, xs, out + 4 * j, q4);
+}
+
 /* chunks of weight rows x tiles of four activation rows (matmul_tiles.h) */
-static ALWAYS_INLINE void matmul_q(const er_matmul_args *a, const int q4) { ER_MATMUL_TILES4(a, rows4_q, dot_q, q4); }
+static ALWAYS_INLINE void matmul_q(const er_matmul_args *a, const int q4) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, q4); }
 
 void er_avx2_matmul_q8_0(const er_matmul_args *a) { matmul_q(a, 0); }
 void er_avx2_matmul_q4_0(const er_matmul_args *a) { matmul_q(a, 1); }
