@@ -177,30 +177,75 @@ typedef struct att_task {
     er_model *md;
     er_session *s;
     int layer, m, pos0;
-    atomic_int next;        /* next (token, head) pair to claim */
+    int tokens;             /* tokens per work item (er_att_tokens), or 0: one query per item */
+    atomic_int next;        /* next item to claim: (token block, K/V head) or (token, head) */
 } att_task;
 
+/* nq queries that read one K/V head: the table's attention_multi, or, in a
+ * table without one, its one-query kernel per query (the same results) */
+static void att_queries(const er_kernels *k, float *const *out, const float *const *q, const int *n_kv, int nq,
+                        const void *kc, const void *vc, const er_dims *d, float scale, float *scratch) {
+    if (k->attention_multi) {
+        k->attention_multi(out, q, n_kv, nq, kc, vc, d->kv_type, d->kv_row, d->head_dim, scale, scratch);
+        return;
+    }
+    for (int i = 0; i < nq; i++)
+        k->attention(out[i], q[i], kc, vc, d->kv_type, d->kv_row, n_kv[i], d->head_dim, scale, scratch);
+}
+
+/* An item is one K/V head against a block of tokens: every query head of the
+ * head's group, for each token (causal: token b sees every cached position
+ * up to and including its own). Items go in token-block order, K/V heads in
+ * order within, so the one-query kernel's prefetch of the next head's
+ * columns (decode without grouping) still reads what comes next. When that
+ * makes fewer items than threads (a decode step of a model with 2 K/V
+ * heads on 4 cores), an item is one query: (token, head), heads in order.
+ * Either way every query's result is the same (kernels.h). */
 static void att_worker(void *ctx, int ith, int nth) {
-    const att_task *t = ctx;
+    att_task *t = ctx;
     er_model *md = t->md;
     uint64_t t_op = ith ? er_trace_begin(&md->trace) : 0;
     const er_dims *d = &md->d;
-    int hd = d->head_dim, group = d->n_head / d->n_head_kv;
-    size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row;
-    float *scores = md->act.scores + (size_t)ith * d->n_ctx;
-    float scale = 1.0f / sqrtf((float)hd);
+    const int hd = d->head_dim, group = d->n_head / d->n_head_kv;
+    const int n_items = t->tokens ? (t->m + t->tokens - 1) / t->tokens * d->n_head_kv : t->m * d->n_head;
+    const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
+    const size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row;
+    /* per-thread scratch, indexed by ith: each thread's own */
+    float *scratch = md->act.scores + (size_t)ith * er_att_scratch(d);
+    const float scale = 1.0f / sqrtf((float)hd);
     (void)nth;
+    float *out[ER_ATT_MAX_QUERIES];
+    const float *q[ER_ATT_MAX_QUERIES];
+    int n_kv[ER_ATT_MAX_QUERIES];
     int done = 0;
-    /* per-thread scores scratch is indexed by ith: each thread's own */
-    for (int i; (i = er_pool_claim(&((att_task *)ctx)->next)) < t->m * d->n_head; done++) {
-        int b = i / d->n_head, h = i % d->n_head, kvh = h / group;
-        size_t head_off = (layer_off + (size_t)kvh * hd) * elem;
-        const float *q = md->act.q + (size_t)b * d->n_head * hd + (size_t)h * hd;
-        float *out = md->act.att + (size_t)b * d->n_head * hd + (size_t)h * hd;
-        /* causal: token b sees every cached position up to and including its own */
-        md->k->attention(out, q, (const uint8_t *)t->s->k_cache + head_off, (const uint8_t *)t->s->v_cache + head_off,
-                         d->kv_type, d->kv_row, t->pos0 + b + 1, hd, scale, scores);
+    for (int i; (i = er_pool_claim(&t->next)) < n_items;) {
+        int b0, b1, h0, h1; /* tokens [b0, b1) x query heads [h0, h1), all of one K/V head */
+        if (t->tokens) {
+            b0 = i / d->n_head_kv * t->tokens;
+            b1 = b0 + t->tokens < t->m ? b0 + t->tokens : t->m;
+            h0 = i % d->n_head_kv * group;
+            h1 = h0 + group;
+        } else {
+            b0 = i / d->n_head, b1 = b0 + 1;
+            h0 = i % d->n_head, h1 = h0 + 1;
+        }
+        const size_t head_off = (layer_off + (size_t)(h0 / group) * hd) * elem;
+        const uint8_t *kc = (const uint8_t *)t->s->k_cache + head_off, *vc = (const uint8_t *)t->s->v_cache + head_off;
+        int nq = 0;
+        for (int b = b0; b < b1; b++)
+            for (int h = h0; h < h1; h++) {
+                const size_t at = (size_t)b * d->n_head * hd + (size_t)h * hd;
+                q[nq] = md->act.q + at;
+                out[nq] = md->act.att + at;
+                n_kv[nq] = t->pos0 + b + 1;
+                if (++nq == ER_ATT_MAX_QUERIES) {
+                    att_queries(md->k, out, q, n_kv, nq, kc, vc, d, scale, scratch);
+                    done += nq;
+                    nq = 0;
+                }
+            }
+        if (nq) att_queries(md->k, out, q, n_kv, nq, kc, vc, d, scale, scratch);
+        done += nq;
     }
     er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, done, t->pos0 + t->m);
 }
@@ -270,7 +315,8 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         store_kv(md, s, l, m);
         er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
         t0 = er_trace_begin(tr);
-        att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos};
+        att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
+        if ((m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
         atomic_init(&at.next, 0);
         dispatch(md, att_worker, &at);
         er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, s->pos + m);

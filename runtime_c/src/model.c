@@ -141,7 +141,7 @@ static int carve_runtime(er_model *m, int cuda) {
         m->act.hb = take(m, ER_SEC_ACT, B * (size_t)d->n_ff, 4);
         m->act.hb2 = take(m, ER_SEC_ACT, B * (size_t)d->n_ff, 4);
         m->act.xq = take(m, ER_SEC_ACT, B, d->act_row_max);
-        m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * d->n_ctx, 4);
+        m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * er_att_scratch(d), 4);
         m->act.rope_cs = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
         if (!m->act.scores || !m->act.rope_cs)
             return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");

@@ -59,6 +59,29 @@ typedef struct er_dims {
     size_t act_row_max;        /* bytes of the largest prepared activation row */
 } er_dims;
 
+/*
+ * Attention work items (forward.c): one K/V head against up to
+ * er_att_tokens() tokens, with all of the head's group of query heads for
+ * each, so that about ER_ATT_QUERIES queries share each K/V row the kernel
+ * converts (kernels.h, attention_multi); never more than ER_ATT_MAX_QUERIES
+ * in one call. Each thread's scratch (act.scores) is er_att_scratch()
+ * floats: a converted block of rows and the scores of every query.
+ */
+#define ER_ATT_QUERIES 16
+#define ER_ATT_MAX_QUERIES 64
+static inline int er_att_tokens(const er_dims *d) {
+    const int group = d->n_head / d->n_head_kv;
+    return group >= ER_ATT_QUERIES ? 1 : ER_ATT_QUERIES / group;
+}
+static inline size_t er_att_queries(const er_dims *d) {
+    const size_t q = (size_t)er_att_tokens(d) * (size_t)(d->n_head / d->n_head_kv);
+    return q < ER_ATT_MAX_QUERIES ? q : ER_ATT_MAX_QUERIES;
+}
+/* (callers check that it does not overflow: plan.c) */
+static inline size_t er_att_scratch(const er_dims *d) {
+    return (size_t)ER_ATT_BLOCK * (size_t)d->head_dim + er_att_queries(d) * (size_t)d->n_ctx;
+}
+
 struct er_session {
     er_model *model;
     int slot;
@@ -104,7 +127,7 @@ struct er_model {
     struct {
         float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
         void *xq;              /* prepared (quantized) activation rows */
-        float *scores;         /* n_threads * n_ctx */
+        float *scores;         /* n_threads * er_att_scratch() */
         float *rope_cs;        /* n_batch * head_dim: (cos, sin) pairs of the step's positions */
     } act;
 

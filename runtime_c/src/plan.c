@@ -206,12 +206,14 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
                  add_block(&sec[ER_SEC_SESSIONS], V, sizeof(float)) &&
                  add_block(&sec[ER_SEC_SESSIONS], V, sizeof(int32_t));
 
-        size_t *a = &sec[ER_SEC_ACT];
+        size_t *a = &sec[ER_SEC_ACT], att = 0;
+        ok = ok && (cuda || (mul_ok(er_att_queries(d), C, &att) && att <= SIZE_MAX - (size_t)ER_ATT_BLOCK * ER_MAX_DIM &&
+                             mul_ok(att + (size_t)ER_ATT_BLOCK * (size_t)d->head_dim, (size_t)d->n_threads, &att)));
         ok = ok && (cuda || (add_block(a, B * E, 4) && add_block(a, B * E, 4) && add_block(a, B * E, 4) &&
              add_block(a, B * qd, 4) && add_block(a, B * d->kv_row, 4) && add_block(a, B * d->kv_row, 4) &&
              add_block(a, B * qd, 4) && add_block(a, B * (size_t)d->n_ff, 4) &&
              add_block(a, B * (size_t)d->n_ff, 4) && add_block(a, B, d->act_row_max) &&
-             add_block(a, (size_t)d->n_threads * C, 4) && add_block(a, B * (size_t)d->head_dim, 4)));
+             add_block(a, att, 4) && add_block(a, B * (size_t)d->head_dim, 4)));
         sec[ER_SEC_THREADS] = er_pool_plan(d->n_threads);
         sec[ER_SEC_TRACE] = er_trace_plan(d->trace_events);
         sec[ER_SEC_REPACKED] = cuda ? 0 : er_repack_plan(f, k, d->n_layer);

@@ -480,6 +480,55 @@ static void check_attention(const er_kernels *k, const er_kernels *g) {
     CHECK(bad == 0, "%s: attention %d outputs beyond 1e-5 of max|out|", k->name, bad);
 }
 
+/* attention_multi against the same table's attention once per query: bit
+ * for bit, with the queries' spans mixed (a causal prefill block: each
+ * query one position further than the one before, grouped heads sharing
+ * one) and spans crossing ER_ATT_BLOCK boundaries or ending inside one. */
+static void check_attention_multi(const er_kernels *k) {
+    if (!k->attention_multi) return;
+    enum { T = 3 * ER_ATT_BLOCK + 11, HD = 128, STRIDE = 2 * HD + 8, NQ = 24 };
+    static float kf[T * STRIDE], vf[T * STRIDE];
+    static er_f16 kh[T * STRIDE], vh[T * STRIDE];
+    static float q[NQ][HD], o1[NQ][HD], o2[HD], scratch[ER_ATT_BLOCK * HD + NQ * T];
+    for (int i = 0; i < T * STRIDE; i++) {
+        kf[i] = rnd_f();
+        vf[i] = rnd_f();
+        kh[i] = er_f32_to_f16(kf[i]);
+        vh[i] = er_f32_to_f16(vf[i]);
+    }
+    int bad = 0, calls = 0;
+    static const int hds[] = {64, 80, 128, 20}, nqs[] = {1, 3, 8, 9, 16, 24};
+    for (int kv = 0; kv < 2; kv++)
+        for (int a = 0; a < 4; a++)
+            for (int c = 0; c < 6; c++)
+                for (int group = 1; group <= 3; group += 2) {
+                    const int hd = hds[a], nq = nqs[c];
+                    float *out[NQ];
+                    const float *qp[NQ];
+                    int n_kv[NQ];
+                    for (int i = 0; i < nq; i++) {
+                        for (int j = 0; j < hd; j++) q[i][j] = rnd_f() * 2;
+                        qp[i] = q[i];
+                        out[i] = o1[i];
+                        /* token i / group of the block sees one position more than the
+                         * one before it, the last all T; one query: 1, 30, 59 or 88 */
+                        n_kv[i] = nq == 1 ? 1 + (a * 29) % T : T - (nq - 1) / group + i / group;
+                    }
+                    const void *kk = kv ? (const void *)kh : (const void *)kf;
+                    const void *vv = kv ? (const void *)vh : (const void *)vf;
+                    const int kvt = kv ? ER_KV_F16 : ER_KV_F32;
+                    const float scale = 1.0f / sqrtf((float)hd);
+                    k->attention_multi(out, qp, n_kv, nq, kk, vv, kvt, STRIDE, hd, scale, scratch);
+                    for (int i = 0; i < nq; i++) {
+                        k->attention(o2, q[i], kk, vv, kvt, STRIDE, n_kv[i], hd, scale, scratch);
+                        for (int j = 0; j < hd; j++) bad += !same_bits(o1[i][j], o2[j]);
+                    }
+                    calls++;
+                }
+    CHECK(calls == 96 && bad == 0, "%s: attention_multi differs from attention per query in %d outputs", k->name,
+          bad);
+}
+
 /* ---------------------------------------------------------------- dispatch, FTZ */
 
 static const char *const k_names[] = {"generic", "avx2", "neon", "neon-dotprod", "neon-i8mm", "sve"};
@@ -556,6 +605,7 @@ int main(void) {
         check_rope_cs(k, g);
         check_f16_rows(k);
         check_attention(k, g);
+        check_attention_multi(k);
         check_forcing(k_names[i], k);
         printf("table %-13s %s\n", k_names[i], g_test_fail == fails_before ? "ok" : "FAILED");
         tested++;

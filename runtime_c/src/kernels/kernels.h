@@ -22,6 +22,11 @@
 #define ER_QK4_0 32
 #define ER_QK_K 256           /* K-quant super-block */
 
+/* K/V positions attention_multi converts to floats at a time: 32 rows of a
+ * 64-wide head are 8 KiB, in L1 beside the queries' state. A multiple of 8
+ * (the AVX2 kernel's score groups must not straddle two blocks). */
+#define ER_ATT_BLOCK 32
+
 typedef uint16_t er_f16;      /* IEEE half, stored bits */
 typedef uint16_t er_bf16;     /* bfloat16, stored bits */
 
@@ -169,6 +174,20 @@ typedef struct er_kernels {
      */
     void (*attention)(float *out, const float *q, const void *k, const void *v, int kv_type,
                       size_t kv_stride, int n_kv, int head_dim, float scale, float *scores);
+
+    /*
+     * attention for nq (>= 1) queries that read the same K/V head: query i
+     * (q[i], head_dim floats) sees positions [0, n_kv[i]) and writes out[i].
+     * The query heads of one grouped-query K/V head, over one or more tokens
+     * of a prefill. Results must equal, bit for bit, those of `attention`
+     * called once per query: the point is to load and convert each K/V row
+     * once for all nq queries, not to compute differently. scratch: caller
+     * scratch of ER_ATT_BLOCK * head_dim + nq * max(n_kv) floats.
+     * Optional (NULL): forward.c then calls `attention` once per query.
+     */
+    void (*attention_multi)(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
+                            const void *v, int kv_type, size_t kv_stride, int head_dim, float scale,
+                            float *scratch);
 
     /* float <-> f16 rows (KV cache stores) */
     void (*f32_to_f16)(const float *x, er_f16 *y, int n);

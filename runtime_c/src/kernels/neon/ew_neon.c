@@ -1,9 +1,9 @@
 /*
  * ew_neon.c — element-wise kernels, baseline NEON: rmsnorm, softmax,
- * silu-mul, add, attention, and the Q8_0 activation quantizer.
+ * silu-mul, add, and the Q8_0 activation quantizer (attention:
+ * attention_neon.c).
  */
 #include "neon.h"
-#include "edgerun.h" /* ER_KV_F16 */
 
 #include <math.h>
 
@@ -111,38 +111,6 @@ void er_neon_add(float *y, const float *x, int n) {
         vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
     for (; i < n; i++)
         y[i] += x[i];
-}
-
-void er_neon_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
-                       int n_kv, int head_dim, float scale, float *scores) {
-    const int f16 = kv_type == ER_KV_F16;
-    const size_t esz = f16 ? 2 : 4;
-    const unsigned char *kb = k, *vb = v;
-    for (int t = 0; t < n_kv; t++) {
-        const void *kr = kb + (size_t)t * kv_stride * esz;
-        scores[t] = scale * (f16 ? er_neon_dot_f16(head_dim, kr, q) : er_neon_dot_f32(head_dim, kr, q));
-    }
-    er_neon_softmax(scores, n_kv);
-    for (int j = 0; j < head_dim; j++)
-        out[j] = 0.0f;
-    for (int t = 0; t < n_kv; t++) {
-        const float p = scores[t];
-        const unsigned char *vr = vb + (size_t)t * kv_stride * esz;
-        int j = 0;
-        if (f16) {
-            const uint16_t *h = (const uint16_t *)(const void *)vr;
-            for (; j + 4 <= head_dim; j += 4)
-                vst1q_f32(out + j, vfmaq_n_f32(vld1q_f32(out + j), vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + j))), p));
-            for (; j < head_dim; j++)
-                out[j] += p * er_neon_h2f(h[j]);
-        } else {
-            const float *f = (const float *)(const void *)vr;
-            for (; j + 4 <= head_dim; j += 4)
-                vst1q_f32(out + j, vfmaq_n_f32(vld1q_f32(out + j), vld1q_f32(f + j), p));
-            for (; j < head_dim; j++)
-                out[j] += p * f[j];
-        }
-    }
 }
 
 void er_neon_quantize_row_q8_0(const float *x, void *dst, int n) {

@@ -43,7 +43,8 @@
         .quantize_row_q8_0 = er_neon_quantize_row_q8_0, .quantize_row_q8_k = er_gen_quantize_row_q8_k,             \
         .rmsnorm = er_neon_rmsnorm, .rope = er_gen_rope, .softmax = er_neon_softmax, .silu_mul = er_neon_silu_mul, \
         .rope_cs = er_neon_rope_cs,\
-        .add = er_neon_add, .attention = er_neon_attention, .f32_to_f16 = er_neon_f32_to_f16,                      \
+        .add = er_neon_add, .attention = er_neon_attention, .attention_multi = er_neon_attention_multi,           \
+        .f32_to_f16 = er_neon_f32_to_f16,                                                                          \
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
         /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \
         .repack_rows = {[ER_W_Q8_0] = 4, [ER_W_Q4_0] = 4, [ER_W_Q4_K] = 4, [ER_W_Q5_K] = 4, [ER_W_Q6_K] = 4},      \

@@ -59,6 +59,7 @@ static er_kernels k_sve = {
     .silu_mul = er_neon_silu_mul,
     .add = er_neon_add,
     .attention = er_neon_attention,
+    .attention_multi = er_neon_attention_multi,
     .f32_to_f16 = er_neon_f32_to_f16,
     .f16_to_f32 = er_neon_f16_to_f32,
     /* repack_rows (G) is set by fill_rows */

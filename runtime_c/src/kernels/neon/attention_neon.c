@@ -1,0 +1,200 @@
+/*
+ * attention_neon.c — causal attention over the KV cache, baseline NEON (the
+ * sve table uses these too): one query head at a time (decode, attention),
+ * and many queries that share a K/V head (grouped-query heads, prefill
+ * tokens: attention_multi).
+ *
+ * The one-query kernel, as its AVX2 twin: scores 8 positions at a time, one
+ * accumulator per position, reduced together by pairwise adds (a call and a
+ * horizontal sum per position before, 2026-11-29); the weighted sum of V
+ * keeps up to 16 output vectors (64 dims) in registers across all positions
+ * instead of loading and storing out[] per position, a store-to-load chain;
+ * K and V rows prefetched a few positions ahead, the cache being walked one
+ * head's slice of every row. Speed on Arm cores is unmeasured (developed
+ * under qemu, where instruction counts are the measure).
+ *
+ * attention_multi converts a block of ER_ATT_BLOCK K (then V) rows to floats
+ * once and runs every query over that copy; results equal the one-query
+ * kernel's bit for bit (the same groups of 8 aligned to position 0, the same
+ * tail dots, the same FMA chains carried across blocks through out[]).
+ */
+#include "neon.h"
+#include "edgerun.h" /* ER_KV_F16 */
+
+#define AI inline __attribute__((always_inline))
+
+#define PF_K_ROWS 8
+#define PF_V_ROWS 16
+
+/* [p, p + n) towards L1; a prefetch never faults, so an address past the
+ * cache is harmless */
+static AI void prefetch_l1(const unsigned char *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
+/* elements j..j+3 of a row of halves (f16) or floats */
+static AI float32x4_t load4(const unsigned char *r, int j, const int f16) {
+    if (f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)r + j)));
+    return vld1q_f32((const float *)(const void *)r + j);
+}
+
+/* s[0..8) = scale * q . k_p for the 8 rows at kb (row_bytes apart) */
+static AI void scores8(float *s, const unsigned char *kb, size_t row_bytes, const float *q, int head_dim, float scale,
+                       const int f16) {
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int j = 0; j < head_dim; j += 4) {
+        const float32x4_t qv = vld1q_f32(q + j);
+        a0 = vfmaq_f32(a0, load4(kb, j, f16), qv);
+        a1 = vfmaq_f32(a1, load4(kb + row_bytes, j, f16), qv);
+        a2 = vfmaq_f32(a2, load4(kb + 2 * row_bytes, j, f16), qv);
+        a3 = vfmaq_f32(a3, load4(kb + 3 * row_bytes, j, f16), qv);
+        a4 = vfmaq_f32(a4, load4(kb + 4 * row_bytes, j, f16), qv);
+        a5 = vfmaq_f32(a5, load4(kb + 5 * row_bytes, j, f16), qv);
+        a6 = vfmaq_f32(a6, load4(kb + 6 * row_bytes, j, f16), qv);
+        a7 = vfmaq_f32(a7, load4(kb + 7 * row_bytes, j, f16), qv);
+    }
+    vst1q_f32(s, vmulq_n_f32(vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3)), scale));
+    vst1q_f32(s + 4, vmulq_n_f32(vpaddq_f32(vpaddq_f32(a4, a5), vpaddq_f32(a6, a7)), scale));
+}
+
+/* out[j0 .. j0 + 4 * nv) (nv <= 16): the FMA chains of sum_t p[t] v_t over
+ * n rows at vb, started from zero (first) or continued from out[] */
+static AI void wsum(float *out, const unsigned char *vb, size_t row_bytes, const float *p, int n, int j0, const int nv,
+                    const int f16, const int first, const int prefetch) {
+    float32x4_t o[16];
+    for (int i = 0; i < nv; i++) o[i] = first ? vdupq_n_f32(0.0f) : vld1q_f32(out + j0 + 4 * i);
+    for (int t = 0; t < n; t++) {
+        const unsigned char *r = vb + (size_t)t * row_bytes;
+        if (prefetch && t + PF_V_ROWS < n) prefetch_l1(r + PF_V_ROWS * row_bytes + (size_t)j0 * (f16 ? 2 : 4), (size_t)nv * (f16 ? 8 : 16));
+        const float w = p[t];
+        for (int i = 0; i < nv; i++) o[i] = vfmaq_n_f32(o[i], load4(r, j0 + 4 * i, f16), w);
+    }
+    for (int i = 0; i < nv; i++) vst1q_f32(out + j0 + 4 * i, o[i]);
+}
+
+/* wsum over a whole head (head_dim a multiple of 4): 64-dim chunks, then
+ * the remainder with its own register count */
+#define WSUM_CASE(k) \
+    case k: wsum(out, vb, row_bytes, p, n, j, k, f16, first, prefetch); break;
+static AI void wsum_head(float *out, const unsigned char *vb, size_t row_bytes, const float *p, int n, int head_dim,
+                         const int f16, const int first, const int prefetch) {
+    int j = 0;
+    for (; j + 64 <= head_dim; j += 64) wsum(out, vb, row_bytes, p, n, j, 16, f16, first, prefetch);
+    switch ((head_dim - j) / 4) {
+        WSUM_CASE(1) WSUM_CASE(2) WSUM_CASE(3) WSUM_CASE(4) WSUM_CASE(5) WSUM_CASE(6) WSUM_CASE(7) WSUM_CASE(8)
+        WSUM_CASE(9) WSUM_CASE(10) WSUM_CASE(11) WSUM_CASE(12) WSUM_CASE(13) WSUM_CASE(14) WSUM_CASE(15)
+    default: break;
+    }
+}
+#undef WSUM_CASE
+
+static AI float dot1(int head_dim, const void *row, const float *q, const int f16) {
+    return f16 ? er_neon_dot_f16(head_dim, row, q) : er_neon_dot_f32(head_dim, row, q);
+}
+
+static AI void attention_x4(float *out, const float *q, const unsigned char *kb, const unsigned char *vb,
+                            size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int f16) {
+    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
+    int t = 0;
+    for (; t + 8 <= n_kv; t += 8) {
+        for (int p = 0; p < 8; p++)
+            if (t + p + PF_K_ROWS < n_kv) prefetch_l1(kb + (size_t)(t + p + PF_K_ROWS) * row_bytes, hb);
+        scores8(scores + t, kb + (size_t)t * row_bytes, row_bytes, q, head_dim, scale, f16);
+    }
+    for (; t < n_kv; t++) scores[t] = scale * dot1(head_dim, kb + (size_t)t * row_bytes, q, f16);
+    er_neon_softmax(scores, n_kv);
+    wsum_head(out, vb, row_bytes, scores, n_kv, head_dim, f16, 1, 1);
+}
+
+void er_neon_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
+                       int n_kv, int head_dim, float scale, float *scores) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? 2 : 4;
+    const unsigned char *kb = k, *vb = v;
+    if (head_dim > 0 && head_dim % 4 == 0) {
+        /* the usual head sizes as constants, so the loops over a head unroll */
+        if (f16 && head_dim == 64)
+            attention_x4(out, q, kb, vb, kv_stride * esz, n_kv, 64, scale, scores, 1);
+        else if (f16 && head_dim == 128)
+            attention_x4(out, q, kb, vb, kv_stride * esz, n_kv, 128, scale, scores, 1);
+        else if (f16)
+            attention_x4(out, q, kb, vb, kv_stride * esz, n_kv, head_dim, scale, scores, 1);
+        else
+            attention_x4(out, q, kb, vb, kv_stride * esz, n_kv, head_dim, scale, scores, 0);
+        return;
+    }
+    /* a head size that is not a multiple of 4 (none of the supported models) */
+    for (int t = 0; t < n_kv; t++) scores[t] = scale * dot1(head_dim, kb + (size_t)t * kv_stride * esz, q, f16);
+    er_neon_softmax(scores, n_kv);
+    for (int j = 0; j < head_dim; j++) out[j] = 0.0f;
+    for (int t = 0; t < n_kv; t++) {
+        const unsigned char *vr = vb + (size_t)t * kv_stride * esz;
+        for (int j = 0; j < head_dim; j++)
+            out[j] += scores[t] * (f16 ? er_neon_h2f(((const uint16_t *)(const void *)vr)[j])
+                                       : ((const float *)(const void *)vr)[j]);
+    }
+}
+
+/* rows [t0, t0 + nb) of one head as floats at buf (head_dim apart), the
+ * next block's rows prefetched */
+static AI void rows_to_f32(float *buf, const unsigned char *base, size_t row_bytes, int t0, int nb, int n_max,
+                           int head_dim, const int f16) {
+    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
+    for (int r = 0; r < nb; r++) {
+        const unsigned char *src = base + (size_t)(t0 + r) * row_bytes;
+        if (t0 + ER_ATT_BLOCK + r < n_max) prefetch_l1(src + ER_ATT_BLOCK * row_bytes, hb);
+        for (int j = 0; j < head_dim; j += 4) vst1q_f32(buf + (size_t)r * head_dim + j, load4(src, j, f16));
+    }
+}
+
+static AI void multi_x4(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
+                        const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
+                        const int f16) {
+    int n_max = 0;
+    for (int i = 0; i < nq; i++) n_max = n_kv[i] > n_max ? n_kv[i] : n_max;
+    float *buf = scratch, *sc = scratch + (size_t)ER_ATT_BLOCK * head_dim;
+    const size_t fb = (size_t)head_dim * 4; /* a converted row's bytes */
+    for (int t0 = 0; t0 < n_max; t0 += ER_ATT_BLOCK) {
+        const int nb = n_max - t0 < ER_ATT_BLOCK ? n_max - t0 : ER_ATT_BLOCK;
+        rows_to_f32(buf, kb, row_bytes, t0, nb, n_max, head_dim, f16);
+        for (int i = 0; i < nq; i++) {
+            const int lim = n_kv[i] - t0 < nb ? n_kv[i] - t0 : nb;
+            float *s = sc + (size_t)i * n_max + t0;
+            int t = 0;
+            for (; t + 8 <= lim; t += 8)
+                scores8(s + t, (const unsigned char *)(buf + (size_t)t * head_dim), fb, q[i], head_dim, scale, 0);
+            for (; t < lim; t++) s[t] = scale * er_neon_dot_f32(head_dim, buf + (size_t)t * head_dim, q[i]);
+        }
+    }
+    for (int i = 0; i < nq; i++) er_neon_softmax(sc + (size_t)i * n_max, n_kv[i]);
+    for (int t0 = 0; t0 < n_max; t0 += ER_ATT_BLOCK) {
+        const int nb = n_max - t0 < ER_ATT_BLOCK ? n_max - t0 : ER_ATT_BLOCK;
+        rows_to_f32(buf, vb, row_bytes, t0, nb, n_max, head_dim, f16);
+        for (int i = 0; i < nq; i++) {
+            const int lim = n_kv[i] - t0 < nb ? n_kv[i] - t0 : nb;
+            if (lim > 0)
+                wsum_head(out[i], (const unsigned char *)buf, fb, sc + (size_t)i * n_max + t0, lim, head_dim, 0,
+                          t0 == 0, 0);
+        }
+    }
+}
+
+/* Fewer queries than this (a grouped-query decode step) take the one-query
+ * kernel: the copy to floats costs a load, a conversion and a store per
+ * element that only many queries repay (the AVX2 twin measured 0.7x with 3
+ * queries per K/V head, 1.4x with 16). */
+#define MULTI_MIN 8
+
+void er_neon_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
+                             const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? 2 : 4;
+    if (nq < MULTI_MIN || !(head_dim > 0 && head_dim % 4 == 0)) {
+        for (int i = 0; i < nq; i++) er_neon_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
+        return;
+    }
+    if (f16)
+        multi_x4(out, q, n_kv, nq, k, v, kv_stride * esz, head_dim, scale, scratch, 1);
+    else
+        multi_x4(out, q, n_kv, nq, k, v, kv_stride * esz, head_dim, scale, scratch, 0);
+}

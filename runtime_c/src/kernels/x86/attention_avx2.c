@@ -1,0 +1,285 @@
+/*
+ * attention_avx2.c — causal attention over the KV cache, AVX2+FMA+F16C: one
+ * query head at a time (decode, attention), and many queries that share a
+ * K/V head (grouped-query heads, prefill tokens: attention_multi).
+ */
+#include "avx2.h"
+#include "edgerun.h" /* ER_KV_F16 */
+
+/* Attention, the blocked path: measured on 12 layers x 12 heads of 64 at 128
+ * cached positions (110M shapes), 0.76 -> 0.33 ms per token against the
+ * per-position dot and per-position load/store of out it replaces.
+ *
+ * Decode reads the KV cache from DRAM (the weights streamed since the last
+ * token evicted it), one head's 128 bytes out of every 1536-byte row (F16,
+ * 12 heads): a strided walk the hardware prefetchers follow poorly, 7 GB/s
+ * where the weights stream at 20-30. Software prefetch fixes most of it:
+ * K rows PF_K_ROWS positions ahead, V rows PF_V_ROWS ahead in the weighted
+ * sum, and the next heads' K and V columns of each row while this head's
+ * K pass runs. Measured (F16, 12 x 12 heads, caches flushed by a 96 MiB
+ * read between tokens, min of 30, against no prefetch): n_kv 128 0.62 ->
+ * 0.29 ms, n_kv 192 0.88 -> 0.43 ms, n_kv 20 0.11 -> 0.07 ms. The price is
+ * paid when K and V are already in cache (prefill, tiny models): 0.12 ->
+ * 0.145 ms warm, nothing measurable on the 15M model's tokens/s. Next-head
+ * prefetch is most of it (0.65 -> 0.42 alone); adding the head after it
+ * gave cold -12% and 110M Q4_K decode at 2 threads +3-4% (heads alternate
+ * between the threads there); V rows prefetched during the K pass lost 5%. */
+#define PF_K_ROWS 8
+#define PF_V_ROWS 16
+
+/* Prefetch the cache lines of [p, p + n) into L1 (t0) or L2 (t1); a
+ * prefetch never faults, so an address past the buffer is harmless. Two
+ * functions because clang wants the hint a literal constant. */
+static inline __attribute__((always_inline)) void prefetch_t0(const char *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
+static inline __attribute__((always_inline)) void prefetch_t1(const char *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+}
+
+/* Eight positions' rows of head_dim (a multiple of 8) against q: eight
+ * independent FMA chains (one per position, so the 4-cycle FMA latency is
+ * hidden), reduced together by a transposing hadd tree into one vector of
+ * eight scores, instead of a call and a horizontal sum per position. */
+static inline __attribute__((always_inline)) __m256 scores8(const unsigned char *kb, size_t row_bytes, const float *q, int head_dim, const int f16) {
+    __m256 a[8];
+    for (int p = 0; p < 8; p++) a[p] = _mm256_setzero_ps();
+    for (int j = 0; j < head_dim; j += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + j);
+        for (int p = 0; p < 8; p++) {
+            const unsigned char *r = kb + (size_t)p * row_bytes;
+            const __m256 kv = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 2 * (size_t)j)))
+                                  : _mm256_loadu_ps((const float *)(const void *)r + j);
+            a[p] = _mm256_fmadd_ps(kv, qv, a[p]);
+        }
+    }
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* out[j0 .. j0 + 8 * nv) = sum_t scores[t] v_t, the nv (<= 8) output vectors
+ * held in registers across all positions rather than loaded and stored per
+ * position (a store-to-load chain through out). */
+static inline __attribute__((always_inline)) void weighted_sum(float *out, const unsigned char *vb, size_t row_bytes, const float *scores, int n_kv,
+                                int j0, const int nv, const int f16) {
+    __m256 o[8];
+    for (int i = 0; i < nv; i++) o[i] = _mm256_setzero_ps();
+    for (int t = 0; t < n_kv; t++) {
+        const __m256 p = _mm256_broadcast_ss(scores + t);
+        const unsigned char *r = vb + (size_t)t * row_bytes;
+        if (t + PF_V_ROWS < n_kv)
+            prefetch_t0((const char *)r + PF_V_ROWS * row_bytes + (size_t)j0 * (f16 ? 2 : 4), (size_t)nv * (f16 ? 16 : 32));
+        for (int i = 0; i < nv; i++) {
+            const int j = j0 + 8 * i;
+            const __m256 vv = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 2 * (size_t)j)))
+                                  : _mm256_loadu_ps((const float *)(const void *)r + j);
+            o[i] = _mm256_fmadd_ps(p, vv, o[i]);
+        }
+    }
+    for (int i = 0; i < nv; i++) _mm256_storeu_ps(out + j0 + 8 * i, o[i]);
+}
+
+static inline __attribute__((always_inline)) void attention_x8(float *out, const float *q, const unsigned char *kb, const unsigned char *vb,
+                                size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int f16) {
+    const __m256 sv = _mm256_set1_ps(scale);
+    int t = 0;
+    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4); /* one head's bytes in a K or V row */
+    for (; t + 8 <= n_kv; t += 8) {
+        for (int p = 0; p < 8; p++) {
+            const char *kr = (const char *)kb + (size_t)(t + p) * row_bytes;
+            if (t + p + PF_K_ROWS < n_kv) prefetch_t0(kr + PF_K_ROWS * row_bytes, hb);
+            /* the next two heads' K and V columns of the same row (L2):
+             * the caller walks heads in order, one thread taking every head
+             * or two alternating; past the last head this reads ahead into
+             * the next row, also ours */
+            const char *vr = (const char *)vb + (size_t)(t + p) * row_bytes;
+            prefetch_t1(kr + hb, 2 * hb);
+            prefetch_t1(vr + hb, 2 * hb);
+        }
+        _mm256_storeu_ps(scores + t, _mm256_mul_ps(sv, scores8(kb + (size_t)t * row_bytes, row_bytes, q, head_dim, f16)));
+    }
+    for (; t < n_kv; t++) {
+        const void *kr = kb + (size_t)t * row_bytes;
+        scores[t] = scale * (f16 ? er_avx2_dot_f16(head_dim, kr, q) : er_avx2_dot_f32(head_dim, kr, q));
+    }
+    er_avx2_softmax(scores, n_kv);
+    int j = 0;
+    for (; j + 64 <= head_dim; j += 64) weighted_sum(out, vb, row_bytes, scores, n_kv, j, 8, f16);
+    switch ((head_dim - j) / 8) {
+    case 7: weighted_sum(out, vb, row_bytes, scores, n_kv, j, 7, f16); break;
+    case 6: weighted_sum(out, vb, row_bytes, scores, n_kv, j, 6, f16); break;
+    case 5: weighted_sum(out, vb, row_bytes, scores, n_kv, j, 5, f16); break;
+    case 4: weighted_sum(out, vb, row_bytes, scores, n_kv, j, 4, f16); break;
+    case 3: weighted_sum(out, vb, row_bytes, scores, n_kv, j, 3, f16); break;
+    case 2: weighted_sum(out, vb, row_bytes, scores, n_kv, j, 2, f16); break;
+    case 1: weighted_sum(out, vb, row_bytes, scores, n_kv, j, 1, f16); break;
+    default: break;
+    }
+}
+
+void er_avx2_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
+                       int n_kv, int head_dim, float scale, float *scores) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? 2 : 4;
+    const unsigned char *kb = k, *vb = v;
+    /* every head size the supported models use (64, 128, ...): the blocked
+     * path; anything else the plain loops below */
+    if (head_dim > 0 && head_dim % 8 == 0) {
+        /* the usual head sizes as constants: the prefetch and dot loops over
+         * a head's bytes then unroll (F16, 64 wide, 12 layers x 12 query
+         * heads on 4 K/V heads, caches flushed: 2.69 -> 2.50 ms a token at
+         * 1,600 positions, 0.21 -> 0.20 ms at 128) */
+        if (f16 && head_dim == 64)
+            attention_x8(out, q, kb, vb, kv_stride * esz, n_kv, 64, scale, scores, 1);
+        else if (f16 && head_dim == 128)
+            attention_x8(out, q, kb, vb, kv_stride * esz, n_kv, 128, scale, scores, 1);
+        else if (f16)
+            attention_x8(out, q, kb, vb, kv_stride * esz, n_kv, head_dim, scale, scores, 1);
+        else
+            attention_x8(out, q, kb, vb, kv_stride * esz, n_kv, head_dim, scale, scores, 0);
+        return;
+    }
+    for (int t = 0; t < n_kv; t++) {
+        const void *kr = kb + (size_t)t * kv_stride * esz;
+        scores[t] = scale * (f16 ? er_avx2_dot_f16(head_dim, kr, q) : er_avx2_dot_f32(head_dim, kr, q));
+    }
+    er_avx2_softmax(scores, n_kv);
+    if (head_dim <= 0)
+        return;
+    for (int j = 0; j < head_dim; j++)
+        out[j] = 0.0f;
+    for (int t = 0; t < n_kv; t++) {
+        const __m256 p = _mm256_set1_ps(scores[t]);
+        const unsigned char *vr = vb + (size_t)t * kv_stride * esz;
+        int j = 0;
+        if (f16) {
+            const er_f16 *h = (const er_f16 *)(const void *)vr;
+            for (; j + 8 <= head_dim; j += 8) {
+                const __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(h + j)));
+                _mm256_storeu_ps(out + j, _mm256_fmadd_ps(p, vv, _mm256_loadu_ps(out + j)));
+            }
+            for (; j < head_dim; j++)
+                out[j] += scores[t] * _cvtsh_ss(h[j]);
+        } else {
+            const float *f = (const float *)(const void *)vr;
+            for (; j + 8 <= head_dim; j += 8)
+                _mm256_storeu_ps(out + j, _mm256_fmadd_ps(p, _mm256_loadu_ps(f + j), _mm256_loadu_ps(out + j)));
+            for (; j < head_dim; j++)
+                out[j] += scores[t] * f[j];
+        }
+    }
+}
+
+/*
+ * attention_multi: nq queries that share a K/V head (grouped-query heads,
+ * prefill tokens). The per-query kernel above converts every K and V row
+ * once per query: a grouped model with 3 query heads per K/V head converted
+ * each row three times, and a prefill chunk of 64 tokens 64 times. Here a
+ * block of ER_ATT_BLOCK rows is converted once into floats (in L1) and every
+ * query takes its scores, and later its weighted sum, from that copy.
+ *
+ * Bit-identical to attention_x8 per query: the same scores8 groups (aligned
+ * to position 0, ER_ATT_BLOCK being a multiple of 8) and dots for the tail,
+ * the same softmax, and each output vector the same chain of FMAs in
+ * position order, carried across blocks through out[] (a float stored and
+ * loaded back is exact).
+ */
+
+/* rows [t0, t0 + nb) of one head (head_dim elements, row_bytes apart) as
+ * floats at buf, head_dim apart; the next block's rows prefetched into L1 */
+static inline __attribute__((always_inline)) void rows_to_f32(float *buf, const unsigned char *base, size_t row_bytes, int t0, int nb, int n_max,
+                               int head_dim, const int f16) {
+    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
+    for (int r = 0; r < nb; r++) {
+        const unsigned char *src = base + (size_t)(t0 + r) * row_bytes;
+        if (t0 + ER_ATT_BLOCK + r < n_max) prefetch_t0((const char *)src + ER_ATT_BLOCK * row_bytes, hb);
+        float *dst = buf + (size_t)r * head_dim;
+        for (int j = 0; j < head_dim; j += 8)
+            _mm256_storeu_ps(dst + j, f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + 2 * (size_t)j)))
+                                          : _mm256_loadu_ps((const float *)(const void *)src + j));
+    }
+}
+
+/* out[j0 .. j0 + 8 * nv) continues weighted_sum's chains over the nb rows
+ * at buf (floats, head_dim apart) with weights p[0 .. nb) */
+static inline __attribute__((always_inline)) void wsum_block(float *out, const float *buf, int head_dim, const float *p, int nb, int j0, const int nv,
+                              const int first) {
+    __m256 o[8];
+    for (int i = 0; i < nv; i++) o[i] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + j0 + 8 * i);
+    for (int t = 0; t < nb; t++) {
+        const __m256 pv = _mm256_broadcast_ss(p + t);
+        const float *r = buf + (size_t)t * head_dim + j0;
+        for (int i = 0; i < nv; i++) o[i] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(r + 8 * i), o[i]);
+    }
+    for (int i = 0; i < nv; i++) _mm256_storeu_ps(out + j0 + 8 * i, o[i]);
+}
+
+static inline __attribute__((always_inline)) void multi_x8(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
+                            const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
+                            const int f16) {
+    int n_max = 0;
+    for (int i = 0; i < nq; i++) n_max = n_kv[i] > n_max ? n_kv[i] : n_max;
+    float *buf = scratch, *sc = scratch + (size_t)ER_ATT_BLOCK * head_dim;
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (int t0 = 0; t0 < n_max; t0 += ER_ATT_BLOCK) {
+        const int nb = n_max - t0 < ER_ATT_BLOCK ? n_max - t0 : ER_ATT_BLOCK;
+        rows_to_f32(buf, kb, row_bytes, t0, nb, n_max, head_dim, f16);
+        for (int i = 0; i < nq; i++) {
+            const int lim = n_kv[i] - t0 < nb ? n_kv[i] - t0 : nb;
+            float *s = sc + (size_t)i * n_max + t0;
+            int t = 0;
+            for (; t + 8 <= lim; t += 8)
+                _mm256_storeu_ps(s + t, _mm256_mul_ps(sv, scores8((const unsigned char *)(buf + (size_t)t * head_dim),
+                                                                  (size_t)head_dim * 4, q[i], head_dim, 0)));
+            for (; t < lim; t++) s[t] = scale * er_avx2_dot_f32(head_dim, buf + (size_t)t * head_dim, q[i]);
+        }
+    }
+    for (int i = 0; i < nq; i++) er_avx2_softmax(sc + (size_t)i * n_max, n_kv[i]);
+    for (int t0 = 0; t0 < n_max; t0 += ER_ATT_BLOCK) {
+        const int nb = n_max - t0 < ER_ATT_BLOCK ? n_max - t0 : ER_ATT_BLOCK;
+        rows_to_f32(buf, vb, row_bytes, t0, nb, n_max, head_dim, f16);
+        for (int i = 0; i < nq; i++) {
+            const int lim = n_kv[i] - t0 < nb ? n_kv[i] - t0 : nb;
+            if (lim <= 0) continue;
+            const float *p = sc + (size_t)i * n_max + t0;
+            int j = 0;
+            for (; j + 64 <= head_dim; j += 64) wsum_block(out[i], buf, head_dim, p, lim, j, 8, t0 == 0);
+            switch ((head_dim - j) / 8) {
+            case 7: wsum_block(out[i], buf, head_dim, p, lim, j, 7, t0 == 0); break;
+            case 6: wsum_block(out[i], buf, head_dim, p, lim, j, 6, t0 == 0); break;
+            case 5: wsum_block(out[i], buf, head_dim, p, lim, j, 5, t0 == 0); break;
+            case 4: wsum_block(out[i], buf, head_dim, p, lim, j, 4, t0 == 0); break;
+            case 3: wsum_block(out[i], buf, head_dim, p, lim, j, 3, t0 == 0); break;
+            case 2: wsum_block(out[i], buf, head_dim, p, lim, j, 2, t0 == 0); break;
+            case 1: wsum_block(out[i], buf, head_dim, p, lim, j, 1, t0 == 0); break;
+            default: break;
+            }
+        }
+    }
+}
+
+#define MULTI_MIN 8
+
+void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
+                             const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? 2 : 4;
+    /* Fewer than MULTI_MIN queries (a grouped-query decode step): the
+     * per-query kernel, with its prefetch of the next head. The copy to
+     * floats costs a load, a conversion and a store per element where the
+     * per-query kernel converts straight from the cache, so it pays only
+     * when many queries share it: with 3 queries per K/V head, 1,600 cached
+     * positions, it was 0.7x as fast, with 16 (one head, 16 prefill tokens)
+     * 1.4x. */
+    if (nq < MULTI_MIN || !(head_dim > 0 && head_dim % 8 == 0)) {
+        for (int i = 0; i < nq; i++)
+            er_avx2_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
+        return;
+    }
+    if (f16)
+        multi_x8(out, q, n_kv, nq, k, v, kv_stride * esz, head_dim, scale, scratch, 1);
+    else
+        multi_x8(out, q, n_kv, nq, k, v, kv_stride * esz, head_dim, scale, scratch, 0);
+}
