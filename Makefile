@@ -75,7 +75,7 @@ BENCH_DIR := build/bench
 BENCH_THREADS ?= 1,2
 BENCH_MODELS := models/edgerun-add.gguf $(BENCH_DIR)/llama15m-f32.gguf $(BENCH_DIR)/llama15m-q8_0.gguf
 
-.PHONY: all setup build test test-long test-asan clang-check demo bench clean distclean
+.PHONY: all setup build test test-long test-asan clang-check demo bench bench-long clean distclean
 .PHONY: demo-native test-boards
 .PHONY: test-tsan-swap bench-tokenizer
 .PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa test-kernels-qemu kernel-insns
@@ -261,6 +261,17 @@ bench: build
 	@echo; $(EDGERUN) bench models/edgerun-add.gguf --threads $(BENCH_THREADS) --out $(BENCH_DIR)/edgerun-add.json
 	@echo; $(EDGERUN) bench-tokenizer --mb 10
 	@echo; $(MAKE) --no-print-directory bench-qemu-isa
+
+# Long contexts (not in the matrix above): a grouped-query model (the 110M shape
+# with 12 query heads on 4 K/V heads, scripts/make_bench_model.py --shape
+# 110m-gqa, Q4_0) with a 1,536-token prompt and 128 decode steps, both engines,
+# BENCH_THREADS; attention is half the work there. ~6 min on 2 cores.
+LONG_MODEL := $(BENCH_DIR)/llama110m-gqa-q4_0.gguf
+bench-long: build
+	EDGERUN_SETUP_BENCH=1 bash scripts/setup.sh
+	test -f $(LONG_MODEL) || $(PY) scripts/make_bench_model.py $(LONG_MODEL) --type q4_0 --shape 110m-gqa
+	$(EDGERUN) bench $(LONG_MODEL) --prompt-tokens 1536 --gen-tokens 128 --ctx 2048 --threads $(BENCH_THREADS) \
+	  --repeat 3 --out $(BENCH_DIR)/long.json
 
 # The Arm kernel tables' speed-up over generic under qemu-aarch64 (bench_isa.py):
 # a plain Armv8.0-A cross build (build/armv8-a) runs the 15M models on

@@ -4,6 +4,8 @@
 Two shapes, those of the "stories" Llamas (tied embeddings, vocab 32000):
   15m:  dim 288, 6 layers, 6 heads, hidden 768   (~15M parameters)
   110m: dim 768, 12 layers, 12 heads, hidden 2048 (~110M parameters)
+and 110m-gqa, the 110M shape with 4 K/V heads and a 2048-token context
+(`make bench-long`).
 Big enough that decode streams tens to hundreds of megabytes of weights per
 token. The weights mean nothing; only speed and memory are measured on them.
 
@@ -35,6 +37,9 @@ from edgerun import kquants  # noqa: E402  (numpy only; the C library is not loa
 SHAPES = {
     "15m": dict(n_vocab=32000, dim=288, n_layer=6, n_head=6, n_head_kv=6, hidden=768, n_ctx=512),
     "110m": dict(n_vocab=32000, dim=768, n_layer=12, n_head=12, n_head_kv=12, hidden=2048, n_ctx=1024),
+    # `make bench-long`: the 110M shape with grouped-query attention (3 query heads per K/V
+    # head, as in the small Llama 3 and Qwen2 models) and a 2048-token context
+    "110m-gqa": dict(n_vocab=32000, dim=768, n_layer=12, n_head=12, n_head_kv=4, hidden=2048, n_ctx=2048),
 }
 SHAPE = SHAPES["15m"]
 T = gguf.GGMLQuantizationType
