@@ -65,7 +65,8 @@ static AI void wsum(float *out, const unsigned char *vb, size_t row_bytes, const
     for (int i = 0; i < nv; i++) o[i] = first ? vdupq_n_f32(0.0f) : vld1q_f32(out + j0 + 4 * i);
     for (int t = 0; t < n; t++) {
         const unsigned char *r = vb + (size_t)t * row_bytes;
-        if (prefetch && t + PF_V_ROWS < n) prefetch_l1(r + PF_V_ROWS * row_bytes + (size_t)j0 * (f16 ? 2 : 4), (size_t)nv * (f16 ? 8 : 16));
+        if (prefetch && t + PF_V_ROWS < n)
+            prefetch_l1(r + PF_V_ROWS * row_bytes + (size_t)j0 * (f16 ? 2 : 4), (size_t)nv * (f16 ? 8 : 16));
         const float w = p[t];
         for (int i = 0; i < nv; i++) o[i] = vfmaq_n_f32(o[i], load4(r, j0 + 4 * i, f16), w);
     }
@@ -190,7 +191,8 @@ void er_neon_attention_multi(float *const *out, const float *const *q, const int
     const int f16 = kv_type == ER_KV_F16;
     const size_t esz = f16 ? 2 : 4;
     if (nq < MULTI_MIN || !(head_dim > 0 && head_dim % 4 == 0)) {
-        for (int i = 0; i < nq; i++) er_neon_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
+        for (int i = 0; i < nq; i++)
+            er_neon_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
         return;
     }
     if (f16)

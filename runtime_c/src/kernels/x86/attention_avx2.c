@@ -6,6 +6,8 @@
 #include "avx2.h"
 #include "edgerun.h" /* ER_KV_F16 */
 
+#define AI inline __attribute__((always_inline))
+
 /* Attention, the blocked path: measured on 12 layers x 12 heads of 64 at 128
  * cached positions (110M shapes), 0.76 -> 0.33 ms per token against the
  * per-position dot and per-position load/store of out it replaces.
@@ -30,11 +32,11 @@
 /* Prefetch the cache lines of [p, p + n) into L1 (t0) or L2 (t1); a
  * prefetch never faults, so an address past the buffer is harmless. Two
  * functions because clang wants the hint a literal constant. */
-static inline __attribute__((always_inline)) void prefetch_t0(const char *p, size_t n) {
+static AI void prefetch_t0(const char *p, size_t n) {
     for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
-static inline __attribute__((always_inline)) void prefetch_t1(const char *p, size_t n) {
+static AI void prefetch_t1(const char *p, size_t n) {
     for (size_t o = 0; o < n; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
 }
 
@@ -42,7 +44,7 @@ static inline __attribute__((always_inline)) void prefetch_t1(const char *p, siz
  * independent FMA chains (one per position, so the 4-cycle FMA latency is
  * hidden), reduced together by a transposing hadd tree into one vector of
  * eight scores, instead of a call and a horizontal sum per position. */
-static inline __attribute__((always_inline)) __m256 scores8(const unsigned char *kb, size_t row_bytes, const float *q, int head_dim, const int f16) {
+static AI __m256 scores8(const unsigned char *kb, size_t row_bytes, const float *q, int head_dim, const int f16) {
     __m256 a[8];
     for (int p = 0; p < 8; p++) a[p] = _mm256_setzero_ps();
     for (int j = 0; j < head_dim; j += 8) {
@@ -62,8 +64,8 @@ static inline __attribute__((always_inline)) __m256 scores8(const unsigned char 
 /* out[j0 .. j0 + 8 * nv) = sum_t scores[t] v_t, the nv (<= 8) output vectors
  * held in registers across all positions rather than loaded and stored per
  * position (a store-to-load chain through out). */
-static inline __attribute__((always_inline)) void weighted_sum(float *out, const unsigned char *vb, size_t row_bytes, const float *scores, int n_kv,
-                                int j0, const int nv, const int f16) {
+static AI void weighted_sum(float *out, const unsigned char *vb, size_t row_bytes, const float *scores, int n_kv,
+                            int j0, const int nv, const int f16) {
     __m256 o[8];
     for (int i = 0; i < nv; i++) o[i] = _mm256_setzero_ps();
     for (int t = 0; t < n_kv; t++) {
@@ -81,8 +83,8 @@ static inline __attribute__((always_inline)) void weighted_sum(float *out, const
     for (int i = 0; i < nv; i++) _mm256_storeu_ps(out + j0 + 8 * i, o[i]);
 }
 
-static inline __attribute__((always_inline)) void attention_x8(float *out, const float *q, const unsigned char *kb, const unsigned char *vb,
-                                size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int f16) {
+static AI void attention_x8(float *out, const float *q, const unsigned char *kb, const unsigned char *vb,
+                            size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int f16) {
     const __m256 sv = _mm256_set1_ps(scale);
     int t = 0;
     const size_t hb = (size_t)head_dim * (f16 ? 2 : 4); /* one head's bytes in a K or V row */
@@ -189,23 +191,25 @@ void er_avx2_attention(float *out, const float *q, const void *k, const void *v,
 
 /* rows [t0, t0 + nb) of one head (head_dim elements, row_bytes apart) as
  * floats at buf, head_dim apart; the next block's rows prefetched into L1 */
-static inline __attribute__((always_inline)) void rows_to_f32(float *buf, const unsigned char *base, size_t row_bytes, int t0, int nb, int n_max,
-                               int head_dim, const int f16) {
+static AI void rows_to_f32(float *buf, const unsigned char *base, size_t row_bytes, int t0, int nb, int n_max,
+                           int head_dim, const int f16) {
     const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
     for (int r = 0; r < nb; r++) {
         const unsigned char *src = base + (size_t)(t0 + r) * row_bytes;
         if (t0 + ER_ATT_BLOCK + r < n_max) prefetch_t0((const char *)src + ER_ATT_BLOCK * row_bytes, hb);
         float *dst = buf + (size_t)r * head_dim;
-        for (int j = 0; j < head_dim; j += 8)
-            _mm256_storeu_ps(dst + j, f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + 2 * (size_t)j)))
-                                          : _mm256_loadu_ps((const float *)(const void *)src + j));
+        for (int j = 0; j < head_dim; j += 8) {
+            const void *e = src + (size_t)j * (f16 ? 2 : 4);
+            const __m256 v = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e)) : _mm256_loadu_ps((const float *)e);
+            _mm256_storeu_ps(dst + j, v);
+        }
     }
 }
 
 /* out[j0 .. j0 + 8 * nv) continues weighted_sum's chains over the nb rows
  * at buf (floats, head_dim apart) with weights p[0 .. nb) */
-static inline __attribute__((always_inline)) void wsum_block(float *out, const float *buf, int head_dim, const float *p, int nb, int j0, const int nv,
-                              const int first) {
+static AI void wsum_block(float *out, const float *buf, int head_dim, const float *p, int nb, int j0, const int nv,
+                          const int first) {
     __m256 o[8];
     for (int i = 0; i < nv; i++) o[i] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + j0 + 8 * i);
     for (int t = 0; t < nb; t++) {
@@ -216,9 +220,9 @@ static inline __attribute__((always_inline)) void wsum_block(float *out, const f
     for (int i = 0; i < nv; i++) _mm256_storeu_ps(out + j0 + 8 * i, o[i]);
 }
 
-static inline __attribute__((always_inline)) void multi_x8(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
-                            const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
-                            const int f16) {
+static AI void multi_x8(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
+                        const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
+                        const int f16) {
     int n_max = 0;
     for (int i = 0; i < nq; i++) n_max = n_kv[i] > n_max ? n_kv[i] : n_max;
     float *buf = scratch, *sc = scratch + (size_t)ER_ATT_BLOCK * head_dim;
