@@ -181,18 +181,6 @@ typedef struct att_task {
     atomic_int next;        /* next item to claim: (token block, K/V head) or (token, head) */
 } att_task;
 
-/* nq queries that read one K/V head: the table's attention_multi, or, in a
- * table without one, its one-query kernel per query (the same results) */
-static void att_queries(const er_kernels *k, float *const *out, const float *const *q, const int *n_kv, int nq,
-                        const void *kc, const void *vc, const er_dims *d, float scale, float *scratch) {
-    if (k->attention_multi) {
-        k->attention_multi(out, q, n_kv, nq, kc, vc, d->kv_type, d->kv_row, d->head_dim, scale, scratch);
-        return;
-    }
-    for (int i = 0; i < nq; i++)
-        k->attention(out[i], q[i], kc, vc, d->kv_type, d->kv_row, n_kv[i], d->head_dim, scale, scratch);
-}
-
 /* An item is one K/V head against a block of tokens: every query head of the
  * head's group, for each token (causal: token b sees every cached position
  * up to and including its own). Items go in token-block order, K/V heads in
@@ -238,14 +226,13 @@ static void att_worker(void *ctx, int ith, int nth) {
                 q[nq] = md->act.q + at;
                 out[nq] = md->act.att + at;
                 n_kv[nq] = t->pos0 + b + 1;
-                if (++nq == ER_ATT_MAX_QUERIES) {
-                    att_queries(md->k, out, q, n_kv, nq, kc, vc, d, scale, scratch);
+                /* flushed when full, and after the last */
+                if (++nq == ER_ATT_MAX_QUERIES || (b == b1 - 1 && h == h1 - 1)) {
+                    md->k->attention_multi(out, q, n_kv, nq, kc, vc, d->kv_type, d->kv_row, hd, scale, scratch);
                     done += nq;
                     nq = 0;
                 }
             }
-        if (nq) att_queries(md->k, out, q, n_kv, nq, kc, vc, d, scale, scratch);
-        done += nq;
     }
     er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, done, t->pos0 + t->m);
 }

@@ -180,7 +180,8 @@ static void check_table_shape(const er_kernels *k, const er_kernels *g) {
         kinds += k->act_kind[t] != g->act_kind[t];
     }
     missing += !k->quantize_row_q8_0 + !k->quantize_row_q8_k + !k->rmsnorm + !k->rope + !k->rope_cs + !k->softmax +
-               !k->silu_mul + !k->add + !k->attention + !k->f32_to_f16 + !k->f16_to_f32;
+               !k->silu_mul + !k->add + !k->attention + !k->attention_multi + !k->f32_to_f16 +
+               !k->f16_to_f32;
     CHECK(missing == 0, "%s: %d null entries", k->name, missing);
     CHECK(kinds == 0, "%s: %d weight types use another activation format than generic", k->name, kinds);
 }
@@ -485,7 +486,6 @@ static void check_attention(const er_kernels *k, const er_kernels *g) {
  * query one position further than the one before, grouped heads sharing
  * one) and spans crossing ER_ATT_BLOCK boundaries or ending inside one. */
 static void check_attention_multi(const er_kernels *k) {
-    if (!k->attention_multi) return;
     enum { T = 3 * ER_ATT_BLOCK + 11, HD = 128, STRIDE = 2 * HD + 8, NQ = 24 };
     static float kf[T * STRIDE], vf[T * STRIDE];
     static er_f16 kh[T * STRIDE], vh[T * STRIDE];

@@ -182,8 +182,8 @@ typedef struct er_kernels {
      * of a prefill. Results must equal, bit for bit, those of `attention`
      * called once per query: the point is to load and convert each K/V row
      * once for all nq queries, not to compute differently. scratch: caller
-     * scratch of ER_ATT_BLOCK * head_dim + nq * max(n_kv) floats.
-     * Optional (NULL): forward.c then calls `attention` once per query.
+     * scratch of ER_ATT_BLOCK * head_dim + nq * max(n_kv) floats. generic's
+     * is the loop over `attention`.
      */
     void (*attention_multi)(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                             const void *v, int kv_type, size_t kv_stride, int head_dim, float scale,

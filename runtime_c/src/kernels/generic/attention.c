@@ -40,3 +40,11 @@ void er_gen_attention(float *out, const float *q, const void *k, const void *v, 
         }
     }
 }
+
+/* The reference for attention_multi: the one-query kernel per query, which
+ * the SIMD tables' blocked versions must match bit for bit. */
+void er_gen_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
+                            const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
+    for (int i = 0; i < nq; i++)
+        er_gen_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
+}

@@ -46,6 +46,7 @@ static const er_kernels k_generic = {
     .silu_mul = er_gen_silu_mul,
     .add = er_gen_add,
     .attention = er_gen_attention,
+    .attention_multi = er_gen_attention_multi,
     .f32_to_f16 = er_gen_f32_to_f16,
     .f16_to_f32 = er_gen_f16_to_f32,
 };
