@@ -200,7 +200,8 @@ static AI void rows_to_f32(float *buf, const unsigned char *base, size_t row_byt
         float *dst = buf + (size_t)r * head_dim;
         for (int j = 0; j < head_dim; j += 8) {
             const void *e = src + (size_t)j * (f16 ? 2 : 4);
-            const __m256 v = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e)) : _mm256_loadu_ps((const float *)e);
+            const __m256 v =
+                f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e)) : _mm256_loadu_ps((const float *)e);
             _mm256_storeu_ps(dst + j, v);
         }
     }
@@ -264,19 +265,131 @@ static AI void multi_x8(float *const *out, const float *const *q, const int *n_k
     }
 }
 
+/*
+ * A few queries at one position (a grouped-query decode step: the query
+ * heads of one K/V head), up to 3 at a time in registers, so that each K and
+ * V vector is converted once for the 3 rather than once per query, the
+ * conversion being what bounds the one-query kernel. Scores: 4 positions x
+ * c queries, each score reduced by scores8's own hadd tree for its position;
+ * V: a few output vectors x c queries, each output the same FMA chain in
+ * position order. So each query's result is the one-query kernel's, bit for
+ * bit. Prefetch as attention_x8: rows ahead, and the next K/V heads'
+ * columns for the item after this one.
+ */
+static AI void few_scores(float *const *s, const float *const *q, const unsigned char *kb, const unsigned char *vb,
+                          size_t row_bytes, int n_kv, int head_dim, float scale, const int c, const int f16) {
+    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
+    const __m128 sv = _mm_set1_ps(scale);
+    const int full = n_kv / 8 * 8; /* scores8's groups; the rest are dots */
+    int t = 0;
+    for (; t < full; t += 4) {
+        for (int p = 0; p < 4; p++) {
+            const char *kr = (const char *)kb + (size_t)(t + p) * row_bytes;
+            if (t + p + PF_K_ROWS < n_kv) prefetch_t0(kr + PF_K_ROWS * row_bytes, hb);
+            prefetch_t1(kr + hb, 2 * hb);
+            prefetch_t1((const char *)vb + (size_t)(t + p) * row_bytes + hb, 2 * hb);
+        }
+        __m256 a[3][4];
+        for (int i = 0; i < c; i++)
+            for (int p = 0; p < 4; p++) a[i][p] = _mm256_setzero_ps();
+        for (int j = 0; j < head_dim; j += 8) {
+            __m256 kv[4];
+            for (int p = 0; p < 4; p++) {
+                const unsigned char *r = kb + (size_t)(t + p) * row_bytes;
+                kv[p] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 2 * (size_t)j)))
+                            : _mm256_loadu_ps((const float *)(const void *)r + j);
+            }
+            for (int i = 0; i < c; i++)
+                for (int p = 0; p < 4; p++) a[i][p] = _mm256_fmadd_ps(kv[p], _mm256_loadu_ps(q[i] + j), a[i][p]);
+        }
+        for (int i = 0; i < c; i++) {
+            const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a[i][0], a[i][1]), _mm256_hadd_ps(a[i][2], a[i][3]));
+            _mm_storeu_ps(s[i] + t, _mm_mul_ps(sv, _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1))));
+        }
+    }
+    for (; t < n_kv; t++) {
+        const void *kr = kb + (size_t)t * row_bytes;
+        for (int i = 0; i < c; i++)
+            s[i][t] = scale * (f16 ? er_avx2_dot_f16(head_dim, kr, q[i]) : er_avx2_dot_f32(head_dim, kr, q[i]));
+    }
+}
+
+/* out[i][j0 .. j0 + 8 * nv) = sum_t p[i][t] v_t for c queries */
+static AI void few_wsum(float *const *out, const float *const *p, const unsigned char *vb, size_t row_bytes, int n_kv,
+                        int j0, const int nv, const int c, const int f16) {
+    __m256 o[3][4];
+    for (int i = 0; i < c; i++)
+        for (int k = 0; k < nv; k++) o[i][k] = _mm256_setzero_ps();
+    for (int t = 0; t < n_kv; t++) {
+        const unsigned char *r = vb + (size_t)t * row_bytes;
+        if (t + PF_V_ROWS < n_kv)
+            prefetch_t0((const char *)r + PF_V_ROWS * row_bytes + (size_t)j0 * (f16 ? 2 : 4),
+                        (size_t)nv * (f16 ? 16 : 32));
+        __m256 vv[4];
+        for (int k = 0; k < nv; k++) {
+            const int j = j0 + 8 * k;
+            vv[k] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 2 * (size_t)j)))
+                        : _mm256_loadu_ps((const float *)(const void *)r + j);
+        }
+        for (int i = 0; i < c; i++) {
+            const __m256 w = _mm256_broadcast_ss(p[i] + t);
+            for (int k = 0; k < nv; k++) o[i][k] = _mm256_fmadd_ps(w, vv[k], o[i][k]);
+        }
+    }
+    for (int i = 0; i < c; i++)
+        for (int k = 0; k < nv; k++) _mm256_storeu_ps(out[i] + j0 + 8 * k, o[i][k]);
+}
+
+/* c (1-3) queries that all see n_kv positions; scores: c * n_kv floats */
+static AI void few_x8(float *const *out, const float *const *q, const unsigned char *kb, const unsigned char *vb,
+                      size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int c,
+                      const int f16) {
+    float *s[3];
+    for (int i = 0; i < c; i++) s[i] = scores + (size_t)i * n_kv;
+    few_scores(s, q, kb, vb, row_bytes, n_kv, head_dim, scale, c, f16);
+    for (int i = 0; i < c; i++) er_avx2_softmax(s[i], n_kv);
+    /* 4 output vectors per pass (2 for 3 queries: 6 sums, 2 V vectors and
+     * the weight in registers) */
+    const int nv = c == 3 ? 2 : 4;
+    int j = 0;
+    const float *const *ps = (const float *const *)s;
+    for (; j + 8 * nv <= head_dim; j += 8 * nv) few_wsum(out, ps, vb, row_bytes, n_kv, j, nv, c, f16);
+    for (; j < head_dim; j += 8) few_wsum(out, ps, vb, row_bytes, n_kv, j, 1, c, f16);
+}
+
+static AI void few(float *const *out, const float *const *q, int nq, const unsigned char *kb, const unsigned char *vb,
+                   size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int f16) {
+    for (int i = 0; i < nq; i += 3) {
+        switch (nq - i < 3 ? nq - i : 3) {
+        case 1: few_x8(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 1, f16); break;
+        case 2: few_x8(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 2, f16); break;
+        default: few_x8(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 3, f16); break;
+        }
+    }
+}
+
 #define MULTI_MIN 8
 
 void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
     const int f16 = kv_type == ER_KV_F16;
     const size_t esz = f16 ? 2 : 4;
-    /* Fewer than MULTI_MIN queries (a grouped-query decode step): the
-     * per-query kernel, with its prefetch of the next head. The copy to
-     * floats costs a load, a conversion and a store per element where the
-     * per-query kernel converts straight from the cache, so it pays only
-     * when many queries share it: with 3 queries per K/V head, 1,600 cached
-     * positions, it was 0.7x as fast, with 16 (one head, 16 prefill tokens)
-     * 1.4x. */
+    /* Fewer than MULTI_MIN queries: the copy to floats (multi_x8) costs a
+     * load, a conversion and a store per element, which only many queries
+     * repay: with 3 queries per K/V head, 1,600 cached positions, it ran at
+     * 0.7x the one-query kernel, with 16 (16 prefill tokens) at 1.4x. A
+     * decode step's group (all at one position) takes few(): 110M with 4
+     * K/V heads at 1,600 positions decoded 192 -> 233 tok/s (1 thread),
+     * 287 -> 318 (2). Anything else, the one-query kernel per query. */
+    int same = 1;
+    for (int i = 1; i < nq; i++) same &= n_kv[i] == n_kv[0];
+    if (nq > 1 && nq < MULTI_MIN && same && head_dim > 0 && head_dim % 8 == 0) {
+        if (f16)
+            few(out, q, nq, k, v, kv_stride * esz, n_kv[0], head_dim, scale, scratch, 1);
+        else
+            few(out, q, nq, k, v, kv_stride * esz, n_kv[0], head_dim, scale, scratch, 0);
+        return;
+    }
     if (nq < MULTI_MIN || !(head_dim > 0 && head_dim % 8 == 0)) {
         for (int i = 0; i < nq; i++)
             er_avx2_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
