@@ -180,16 +180,109 @@ static AI void multi_x4(float *const *out, const float *const *q, const int *n_k
     }
 }
 
-/* Fewer queries than this (a grouped-query decode step) take the one-query
- * kernel: the copy to floats costs a load, a conversion and a store per
- * element that only many queries repay (the AVX2 twin measured 0.7x with 3
- * queries per K/V head, 1.4x with 16). */
+/*
+ * A decode step's group (2-7 query heads of one K/V head, all at one
+ * position), up to 3 at a time in registers, each K and V vector converted
+ * once for them (the AVX2 twin's few(): 192 -> 233 tok/s there). Scores:
+ * 4 positions x c queries, each reduced by scores8's own pairwise adds for
+ * its position; V: nv output vectors x c queries, each output the same FMA
+ * chain in position order: bit-identical to the one-query kernel.
+ */
+static AI void few_scores(float *const *s, const float *const *q, const unsigned char *kb, size_t row_bytes, int n_kv,
+                          int head_dim, float scale, const int c, const int f16) {
+    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
+    const int full = n_kv / 8 * 8; /* scores8's groups; the rest are dots */
+    int t = 0;
+    for (; t < full; t += 4) {
+        for (int p = 0; p < 4; p++)
+            if (t + p + PF_K_ROWS < n_kv) prefetch_l1(kb + (size_t)(t + p + PF_K_ROWS) * row_bytes, hb);
+        float32x4_t a[3][4];
+        for (int i = 0; i < c; i++)
+            for (int p = 0; p < 4; p++) a[i][p] = vdupq_n_f32(0.0f);
+        for (int j = 0; j < head_dim; j += 4) {
+            float32x4_t kv[4];
+            for (int p = 0; p < 4; p++) kv[p] = load4(kb + (size_t)(t + p) * row_bytes, j, f16);
+            for (int i = 0; i < c; i++) {
+                const float32x4_t qv = vld1q_f32(q[i] + j);
+                for (int p = 0; p < 4; p++) a[i][p] = vfmaq_f32(a[i][p], kv[p], qv);
+            }
+        }
+        for (int i = 0; i < c; i++)
+            vst1q_f32(s[i] + t, vmulq_n_f32(vpaddq_f32(vpaddq_f32(a[i][0], a[i][1]), vpaddq_f32(a[i][2], a[i][3])),
+                                            scale));
+    }
+    for (; t < n_kv; t++)
+        for (int i = 0; i < c; i++) s[i][t] = scale * dot1(head_dim, kb + (size_t)t * row_bytes, q[i], f16);
+}
+
+/* out[i][j0 .. j0 + 4 * nv) = sum_t p[i][t] v_t for c queries */
+static AI void few_wsum(float *const *out, const float *const *p, const unsigned char *vb, size_t row_bytes, int n_kv,
+                        int j0, const int nv, const int c, const int f16) {
+    float32x4_t o[3][8];
+    for (int i = 0; i < c; i++)
+        for (int k = 0; k < nv; k++) o[i][k] = vdupq_n_f32(0.0f);
+    for (int t = 0; t < n_kv; t++) {
+        const unsigned char *r = vb + (size_t)t * row_bytes;
+        if (t + PF_V_ROWS < n_kv)
+            prefetch_l1(r + PF_V_ROWS * row_bytes + (size_t)j0 * (f16 ? 2 : 4), (size_t)nv * (f16 ? 8 : 16));
+        float32x4_t vv[8];
+        for (int k = 0; k < nv; k++) vv[k] = load4(r, j0 + 4 * k, f16);
+        for (int i = 0; i < c; i++) {
+            const float w = p[i][t];
+            for (int k = 0; k < nv; k++) o[i][k] = vfmaq_n_f32(o[i][k], vv[k], w);
+        }
+    }
+    for (int i = 0; i < c; i++)
+        for (int k = 0; k < nv; k++) vst1q_f32(out[i] + j0 + 4 * k, o[i][k]);
+}
+
+/* c (1-3) queries that all see n_kv positions; scores: c * n_kv floats */
+static AI void few_x4(float *const *out, const float *const *q, const unsigned char *kb, const unsigned char *vb,
+                      size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int c,
+                      const int f16) {
+    float *s[3];
+    for (int i = 0; i < c; i++) s[i] = scores + (size_t)i * n_kv;
+    few_scores(s, q, kb, row_bytes, n_kv, head_dim, scale, c, f16);
+    for (int i = 0; i < c; i++) er_neon_softmax(s[i], n_kv);
+    /* 8 output vectors per pass (4 for 3 queries: 12 sums and 4 V vectors
+     * in registers) */
+    const int nv = c == 3 ? 4 : 8;
+    const float *const *ps = (const float *const *)s;
+    int j = 0;
+    for (; j + 4 * nv <= head_dim; j += 4 * nv) few_wsum(out, ps, vb, row_bytes, n_kv, j, nv, c, f16);
+    for (; j < head_dim; j += 4) few_wsum(out, ps, vb, row_bytes, n_kv, j, 1, c, f16);
+}
+
+static AI void few(float *const *out, const float *const *q, int nq, const unsigned char *kb, const unsigned char *vb,
+                   size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int f16) {
+    for (int i = 0; i < nq; i += 3) {
+        switch (nq - i < 3 ? nq - i : 3) {
+        case 1: few_x4(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 1, f16); break;
+        case 2: few_x4(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 2, f16); break;
+        default: few_x4(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 3, f16); break;
+        }
+    }
+}
+
+/* Fewer queries than this take few() (a decode step's group) or the
+ * one-query kernel: the copy to floats costs a load, a conversion and a
+ * store per element that only many queries repay (the AVX2 twin measured
+ * 0.7x with 3 queries per K/V head, 1.4x with 16). */
 #define MULTI_MIN 8
 
 void er_neon_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
     const int f16 = kv_type == ER_KV_F16;
     const size_t esz = f16 ? 2 : 4;
+    int same = 1;
+    for (int i = 1; i < nq; i++) same &= n_kv[i] == n_kv[0];
+    if (nq > 1 && nq < MULTI_MIN && same && head_dim > 0 && head_dim % 4 == 0) {
+        if (f16)
+            few(out, q, nq, k, v, kv_stride * esz, n_kv[0], head_dim, scale, scratch, 1);
+        else
+            few(out, q, nq, k, v, kv_stride * esz, n_kv[0], head_dim, scale, scratch, 0);
+        return;
+    }
     if (nq < MULTI_MIN || !(head_dim > 0 && head_dim % 4 == 0)) {
         for (int i = 0; i < nq; i++)
             er_neon_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
