@@ -206,8 +206,10 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
                  add_block(&sec[ER_SEC_SESSIONS], V, sizeof(float)) &&
                  add_block(&sec[ER_SEC_SESSIONS], V, sizeof(int32_t));
 
+        /* each thread's attention scratch, er_att_scratch() floats */
         size_t *a = &sec[ER_SEC_ACT], att = 0;
-        ok = ok && (cuda || (mul_ok(er_att_queries(d), C, &att) && att <= SIZE_MAX - (size_t)ER_ATT_BLOCK * ER_MAX_DIM &&
+        ok = ok && (cuda || (mul_ok(er_att_queries(d), C, &att) &&
+                             att <= SIZE_MAX - (size_t)ER_ATT_BLOCK * ER_MAX_DIM &&
                              mul_ok(att + (size_t)ER_ATT_BLOCK * (size_t)d->head_dim, (size_t)d->n_threads, &att)));
         ok = ok && (cuda || (add_block(a, B * E, 4) && add_block(a, B * E, 4) && add_block(a, B * E, 4) &&
              add_block(a, B * qd, 4) && add_block(a, B * d->kv_row, 4) && add_block(a, B * d->kv_row, 4) &&
