@@ -13,10 +13,13 @@
  * head's slice of every row. Speed on Arm cores is unmeasured (developed
  * under qemu, where instruction counts are the measure).
  *
- * attention_multi converts a block of ER_ATT_BLOCK K (then V) rows to floats
- * once and runs every query over that copy; results equal the one-query
- * kernel's bit for bit (the same groups of 8 aligned to position 0, the same
- * tail dots, the same FMA chains carried across blocks through out[]).
+ * attention_multi: a decode step's group of query heads (2-7 at one
+ * position) shares each converted K and V vector in registers (few); 8 or
+ * more queries (prefill tokens, large groups) convert a block of
+ * ER_ATT_BLOCK rows to floats once and run over that copy. Either way the
+ * results equal the one-query kernel's bit for bit (the same groups of 8
+ * aligned to position 0, the same tail dots, the same FMA chains in position
+ * order).
  */
 #include "neon.h"
 #include "edgerun.h" /* ER_KV_F16 */

@@ -1,7 +1,9 @@
 /*
  * attention_avx2.c — causal attention over the KV cache, AVX2+FMA+F16C: one
  * query head at a time (decode, attention), and many queries that share a
- * K/V head (grouped-query heads, prefill tokens: attention_multi).
+ * K/V head (attention_multi): a decode step's group of query heads in
+ * registers (few), prefill tokens over a float copy of each block of rows
+ * (multi_x8).
  */
 #include "avx2.h"
 #include "edgerun.h" /* ER_KV_F16 */
