@@ -2,12 +2,20 @@
 
 Matrix products cut their rows into chunks; each thread claims chunks from
 its own contiguous range first and then from the others' (forward.c,
-mm_worker), attention claims (token, head) pairs. A row is computed by one
-kernel call whichever thread claims it, so logits must be bit-identical for
-every thread count: 3 threads give ranges of unequal length, and 5 threads on
-a smaller machine leave workers that start late, whose ranges the others
-take over. A chunk computed twice or skipped shows up here as a difference
-(a skipped row keeps stale values from the previous step).
+mm_worker). A row is computed by one kernel call whichever thread claims it,
+so logits must be bit-identical for every thread count: 3 threads give ranges
+of unequal length, and 5 threads on a smaller machine leave workers that
+start late, whose ranges the others take over. A chunk computed twice or
+skipped shows up here as a difference (a skipped row keeps stale values from
+the previous step).
+
+Attention claims (token block, K/V head) items, or single (token, head)
+queries when that would leave threads idle. These models have 2 K/V heads,
+so 1 to 3 threads run the prefill chunks through attention_multi's blocked
+path (16 queries per K/V head) and decode through its few-query path (the 2
+heads of a group together). 5 threads, and 3 for decode, take one query at
+a time. Equal logits across thread counts therefore also check that those
+paths agree with the one-query kernel bit for bit.
 """
 import numpy as np
 import pytest
