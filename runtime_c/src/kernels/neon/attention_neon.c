@@ -23,6 +23,7 @@
  */
 #include "neon.h"
 #include "edgerun.h" /* ER_KV_F16 */
+#include "../attention_paths.h"
 
 #define AI inline __attribute__((always_inline))
 
@@ -267,32 +268,26 @@ static AI void few(float *const *out, const float *const *q, int nq, const unsig
     }
 }
 
-/* Fewer queries than this take few() (a decode step's group) or the
- * one-query kernel: the copy to floats costs a load, a conversion and a
- * store per element that only many queries repay (the AVX2 twin measured
- * 0.7x with 3 queries per K/V head, 1.4x with 16). */
-#define MULTI_MIN 8
-
 void er_neon_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
     const int f16 = kv_type == ER_KV_F16;
-    const size_t esz = f16 ? 2 : 4;
-    int same = 1;
-    for (int i = 1; i < nq; i++) same &= n_kv[i] == n_kv[0];
-    if (nq > 1 && nq < MULTI_MIN && same && head_dim > 0 && head_dim % 4 == 0) {
+    const size_t rb = kv_stride * (f16 ? 2 : 4);
+    switch (er_att_path(n_kv, nq, head_dim, 4)) {
+    case ER_ATT_FEW:
         if (f16)
-            few(out, q, nq, k, v, kv_stride * esz, n_kv[0], head_dim, scale, scratch, 1);
+            few(out, q, nq, k, v, rb, n_kv[0], head_dim, scale, scratch, 1);
         else
-            few(out, q, nq, k, v, kv_stride * esz, n_kv[0], head_dim, scale, scratch, 0);
-        return;
-    }
-    if (nq < MULTI_MIN || !(head_dim > 0 && head_dim % 4 == 0)) {
+            few(out, q, nq, k, v, rb, n_kv[0], head_dim, scale, scratch, 0);
+        break;
+    case ER_ATT_COPY:
+        if (f16)
+            multi_x4(out, q, n_kv, nq, k, v, rb, head_dim, scale, scratch, 1);
+        else
+            multi_x4(out, q, n_kv, nq, k, v, rb, head_dim, scale, scratch, 0);
+        break;
+    default:
         for (int i = 0; i < nq; i++)
             er_neon_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
-        return;
+        break;
     }
-    if (f16)
-        multi_x4(out, q, n_kv, nq, k, v, kv_stride * esz, head_dim, scale, scratch, 1);
-    else
-        multi_x4(out, q, n_kv, nq, k, v, kv_stride * esz, head_dim, scale, scratch, 0);
 }

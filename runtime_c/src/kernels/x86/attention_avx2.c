@@ -7,6 +7,7 @@
  */
 #include "avx2.h"
 #include "edgerun.h" /* ER_KV_F16 */
+#include "../attention_paths.h"
 
 #define AI inline __attribute__((always_inline))
 
@@ -370,35 +371,26 @@ static AI void few(float *const *out, const float *const *q, int nq, const unsig
     }
 }
 
-#define MULTI_MIN 8
-
 void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
     const int f16 = kv_type == ER_KV_F16;
-    const size_t esz = f16 ? 2 : 4;
-    /* Fewer than MULTI_MIN queries: the copy to floats (multi_x8) costs a
-     * load, a conversion and a store per element, which only many queries
-     * repay: with 3 queries per K/V head, 1,600 cached positions, it ran at
-     * 0.7x the one-query kernel, with 16 (16 prefill tokens) at 1.4x. A
-     * decode step's group (all at one position) takes few(): 110M with 4
-     * K/V heads at 1,600 positions decoded 192 -> 233 tok/s (1 thread),
-     * 287 -> 318 (2). Anything else, the one-query kernel per query. */
-    int same = 1;
-    for (int i = 1; i < nq; i++) same &= n_kv[i] == n_kv[0];
-    if (nq > 1 && nq < MULTI_MIN && same && head_dim > 0 && head_dim % 8 == 0) {
+    const size_t rb = kv_stride * (f16 ? 2 : 4);
+    switch (er_att_path(n_kv, nq, head_dim, 8)) {
+    case ER_ATT_FEW:
         if (f16)
-            few(out, q, nq, k, v, kv_stride * esz, n_kv[0], head_dim, scale, scratch, 1);
+            few(out, q, nq, k, v, rb, n_kv[0], head_dim, scale, scratch, 1);
         else
-            few(out, q, nq, k, v, kv_stride * esz, n_kv[0], head_dim, scale, scratch, 0);
-        return;
-    }
-    if (nq < MULTI_MIN || !(head_dim > 0 && head_dim % 8 == 0)) {
+            few(out, q, nq, k, v, rb, n_kv[0], head_dim, scale, scratch, 0);
+        break;
+    case ER_ATT_COPY:
+        if (f16)
+            multi_x8(out, q, n_kv, nq, k, v, rb, head_dim, scale, scratch, 1);
+        else
+            multi_x8(out, q, n_kv, nq, k, v, rb, head_dim, scale, scratch, 0);
+        break;
+    default:
         for (int i = 0; i < nq; i++)
             er_avx2_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
-        return;
+        break;
     }
-    if (f16)
-        multi_x8(out, q, n_kv, nq, k, v, kv_stride * esz, head_dim, scale, scratch, 1);
-    else
-        multi_x8(out, q, n_kv, nq, k, v, kv_stride * esz, head_dim, scale, scratch, 0);
 }
