@@ -498,7 +498,7 @@ static void check_attention_multi(const er_kernels *k) {
     }
     int bad = 0, calls = 0;
     /* groups: 1 and 3 query heads per K/V head, and all nq queries at one
-     * position (a decode step's group: 2 to 7 take the few-query path) */
+     * position (a decode step's group: the few-query path from 2 on) */
     static const int hds[] = {64, 80, 128, 20}, nqs[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 24};
     for (int kv = 0; kv < 2; kv++)
         for (int a = 0; a < 4; a++)

@@ -13,13 +13,13 @@
  * head's slice of every row. Speed on Arm cores is unmeasured (developed
  * under qemu, where instruction counts are the measure).
  *
- * attention_multi: a decode step's group of query heads (2-7 at one
- * position) shares each converted K and V vector in registers (few); 8 or
- * more queries (prefill tokens, large groups) convert a block of
- * ER_ATT_BLOCK rows to floats once and run over that copy. Either way the
- * results equal the one-query kernel's bit for bit (the same groups of 8
- * aligned to position 0, the same tail dots, the same FMA chains in position
- * order).
+ * attention_multi (../attention_paths.h picks the path): a decode step's
+ * group of query heads, all at one position, shares each converted K and V
+ * vector in registers (few); 8 or more queries at different positions (a
+ * prefill chunk's tokens) convert a block of ER_ATT_BLOCK rows to floats
+ * once and run over that copy. Either way the results equal the one-query
+ * kernel's bit for bit (the same groups of 8 aligned to position 0, the same
+ * tail dots, the same FMA chains in position order).
  */
 #include "neon.h"
 #include "edgerun.h" /* ER_KV_F16 */
@@ -185,7 +185,7 @@ static AI void multi_x4(float *const *out, const float *const *q, const int *n_k
 }
 
 /*
- * A decode step's group (2-7 query heads of one K/V head, all at one
+ * A decode step's group (the query heads of one K/V head, all at one
  * position), up to 3 at a time in registers, each K and V vector converted
  * once for them (the AVX2 twin's few(): 192 -> 233 tok/s there). Scores:
  * 4 positions x c queries, each reduced by scores8's own pairwise adds for
