@@ -38,7 +38,7 @@ SHAPES = {
     "15m": dict(n_vocab=32000, dim=288, n_layer=6, n_head=6, n_head_kv=6, hidden=768, n_ctx=512),
     "110m": dict(n_vocab=32000, dim=768, n_layer=12, n_head=12, n_head_kv=12, hidden=2048, n_ctx=1024),
     # `make bench-long`: the 110M shape with grouped-query attention (3 query heads per K/V
-    # head, as in the small Llama 3 and Qwen2 models) and a 2048-token context
+    # head, as in Llama 3.2 3B and SmolLM2) and a 2048-token context
     "110m-gqa": dict(n_vocab=32000, dim=768, n_layer=12, n_head=12, n_head_kv=4, hidden=2048, n_ctx=2048),
 }
 SHAPE = SHAPES["15m"]
