@@ -22,6 +22,11 @@ def test_fit_to_context():
     p, g = bench.fit_to_context(64, 64, 128)
     assert p + g + 1 <= 64 and p >= 1 and g >= 1
     assert bench.fit_to_context(4, 64, 128) == (1, 2)
+    # one token too many: the prompt gives up just that, the decode steps stay
+    assert bench.fit_to_context(1024, 896, 128) == (895, 128)
+    # decode steps that leave the prompt less than a third: the split
+    p, g = bench.fit_to_context(256, 200, 200)
+    assert (p, g) == (85, 170) and p + g + 1 <= 256
 
 
 def test_prompt_ids_are_shared_and_in_range():

@@ -67,9 +67,14 @@ def prompt_ids(n_vocab, n, seed=1234):
 
 
 def fit_to_context(n_ctx, prompt_tokens, gen_tokens):
-    """Shrinks the workload to the context a model can hold (tiny embedded models)."""
+    """Shrinks the workload to the context a model can hold: a prompt a little
+    too long for the decode steps gives up just what does not fit (896 + 128 in
+    1024 runs 895 + 128); a context far too small (tiny embedded models) is
+    split, a third for the prompt."""
     if prompt_tokens + gen_tokens + 1 <= n_ctx:
         return prompt_tokens, gen_tokens
+    if n_ctx - gen_tokens - 1 >= n_ctx // 3 and n_ctx - gen_tokens - 1 >= 1:
+        return n_ctx - gen_tokens - 1, gen_tokens
     p = max(1, min(prompt_tokens, n_ctx // 3))
     g = max(1, min(gen_tokens, n_ctx - p - 1))
     return p, g
