@@ -25,6 +25,10 @@
 #ifndef ER_KERNELS_ATTENTION_PATHS_H
 #define ER_KERNELS_ATTENTION_PATHS_H
 
+#include <stddef.h>
+
+#include "edgerun.h" /* ER_KV_F16 */
+
 enum { ER_ATT_ONE, ER_ATT_FEW, ER_ATT_COPY };
 
 #define ER_ATT_COPY_MIN 8
@@ -38,5 +42,49 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
     if (same) return ER_ATT_FEW;
     return nq >= ER_ATT_COPY_MIN ? ER_ATT_COPY : ER_ATT_ONE;
 }
+
+/*
+ * The body of a table's attention_multi, whose parameters it names (out, q,
+ * n_kv, nq, k, v, kv_type, kv_stride, head_dim, scale, scratch). The table
+ * supplies its kernels, each always-inline with f16 a constant argument:
+ *   FEW(out, q, kb, vb, row_bytes, n_kv, head_dim, scale, scores, c, f16)
+ *       c (1-3, a constant) queries that all see n_kv positions;
+ *   COPY(out, q, n_kv, nq, kb, vb, row_bytes, head_dim, scale, scratch, f16);
+ *   ONE, the table's one-query attention.
+ */
+#define ER_ATT_FEW_GROUPS_(FEW, f16c)                                                                              \
+    for (int i_ = 0; i_ < nq; i_ += 3) {                                                                           \
+        const unsigned char *kb_ = k, *vb_ = v;                                                                    \
+        switch (nq - i_ < 3 ? nq - i_ : 3) {                                                                       \
+        case 1: FEW(out + i_, q + i_, kb_, vb_, rb_, n_kv[0], head_dim, scale, scratch, 1, f16c); break;           \
+        case 2: FEW(out + i_, q + i_, kb_, vb_, rb_, n_kv[0], head_dim, scale, scratch, 2, f16c); break;           \
+        default: FEW(out + i_, q + i_, kb_, vb_, rb_, n_kv[0], head_dim, scale, scratch, 3, f16c); break;          \
+        }                                                                                                          \
+    }
+
+#define ER_ATTENTION_MULTI(LANES, FEW, COPY, ONE)                                                                  \
+    do {                                                                                                           \
+        const int f16_ = kv_type == ER_KV_F16;                                                                     \
+        const size_t rb_ = kv_stride * (f16_ ? 2 : 4);                                                             \
+        switch (er_att_path(n_kv, nq, head_dim, LANES)) {                                                          \
+        case ER_ATT_FEW:                                                                                           \
+            if (f16_) {                                                                                            \
+                ER_ATT_FEW_GROUPS_(FEW, 1)                                                                         \
+            } else {                                                                                               \
+                ER_ATT_FEW_GROUPS_(FEW, 0)                                                                         \
+            }                                                                                                      \
+            break;                                                                                                 \
+        case ER_ATT_COPY:                                                                                          \
+            if (f16_)                                                                                              \
+                COPY(out, q, n_kv, nq, k, v, rb_, head_dim, scale, scratch, 1);                                    \
+            else                                                                                                   \
+                COPY(out, q, n_kv, nq, k, v, rb_, head_dim, scale, scratch, 0);                                    \
+            break;                                                                                                 \
+        default:                                                                                                   \
+            for (int i_ = 0; i_ < nq; i_++)                                                                        \
+                ONE(out[i_], q[i_], k, v, kv_type, kv_stride, n_kv[i_], head_dim, scale, scratch);                 \
+            break;                                                                                                 \
+        }                                                                                                          \
+    } while (0)
 
 #endif

@@ -15,7 +15,7 @@
  *
  * attention_multi (../attention_paths.h picks the path): a decode step's
  * group of query heads, all at one position, shares each converted K and V
- * vector in registers (few); 8 or more queries at different positions (a
+ * vector in registers (few_x4); 8 or more queries at different positions (a
  * prefill chunk's tokens) convert a block of ER_ATT_BLOCK rows to floats
  * once and run over that copy. Either way the results equal the one-query
  * kernel's bit for bit (the same groups of 8 aligned to position 0, the same
@@ -187,7 +187,7 @@ static AI void multi_x4(float *const *out, const float *const *q, const int *n_k
 /*
  * A decode step's group (the query heads of one K/V head, all at one
  * position), up to 3 at a time in registers, each K and V vector converted
- * once for them (the AVX2 twin's few(): 192 -> 233 tok/s there). Scores:
+ * once for them (the AVX2 twin, few_x8: 192 -> 233 tok/s there). Scores:
  * 4 positions x c queries, each reduced by scores8's own pairwise adds for
  * its position; V: nv output vectors x c queries, each output the same FMA
  * chain in position order: bit-identical to the one-query kernel.
@@ -257,37 +257,7 @@ static AI void few_x4(float *const *out, const float *const *q, const unsigned c
     for (; j < head_dim; j += 4) few_wsum(out, ps, vb, row_bytes, n_kv, j, 1, c, f16);
 }
 
-static AI void few(float *const *out, const float *const *q, int nq, const unsigned char *kb, const unsigned char *vb,
-                   size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int f16) {
-    for (int i = 0; i < nq; i += 3) {
-        switch (nq - i < 3 ? nq - i : 3) {
-        case 1: few_x4(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 1, f16); break;
-        case 2: few_x4(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 2, f16); break;
-        default: few_x4(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 3, f16); break;
-        }
-    }
-}
-
 void er_neon_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
-    const int f16 = kv_type == ER_KV_F16;
-    const size_t rb = kv_stride * (f16 ? 2 : 4);
-    switch (er_att_path(n_kv, nq, head_dim, 4)) {
-    case ER_ATT_FEW:
-        if (f16)
-            few(out, q, nq, k, v, rb, n_kv[0], head_dim, scale, scratch, 1);
-        else
-            few(out, q, nq, k, v, rb, n_kv[0], head_dim, scale, scratch, 0);
-        break;
-    case ER_ATT_COPY:
-        if (f16)
-            multi_x4(out, q, n_kv, nq, k, v, rb, head_dim, scale, scratch, 1);
-        else
-            multi_x4(out, q, n_kv, nq, k, v, rb, head_dim, scale, scratch, 0);
-        break;
-    default:
-        for (int i = 0; i < nq; i++)
-            er_neon_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
-        break;
-    }
+    ER_ATTENTION_MULTI(4, few_x4, multi_x4, er_neon_attention);
 }

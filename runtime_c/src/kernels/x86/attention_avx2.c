@@ -2,7 +2,7 @@
  * attention_avx2.c — causal attention over the KV cache, AVX2+FMA+F16C: one
  * query head at a time (decode, attention), and many queries that share a
  * K/V head (attention_multi): a decode step's group of query heads in
- * registers (few), prefill tokens over a float copy of each block of rows
+ * registers (few_x8), prefill tokens over a float copy of each block of rows
  * (multi_x8).
  */
 #include "avx2.h"
@@ -360,37 +360,7 @@ static AI void few_x8(float *const *out, const float *const *q, const unsigned c
     for (; j < head_dim; j += 8) few_wsum(out, ps, vb, row_bytes, n_kv, j, 1, c, f16);
 }
 
-static AI void few(float *const *out, const float *const *q, int nq, const unsigned char *kb, const unsigned char *vb,
-                   size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int f16) {
-    for (int i = 0; i < nq; i += 3) {
-        switch (nq - i < 3 ? nq - i : 3) {
-        case 1: few_x8(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 1, f16); break;
-        case 2: few_x8(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 2, f16); break;
-        default: few_x8(out + i, q + i, kb, vb, row_bytes, n_kv, head_dim, scale, scores, 3, f16); break;
-        }
-    }
-}
-
 void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
-    const int f16 = kv_type == ER_KV_F16;
-    const size_t rb = kv_stride * (f16 ? 2 : 4);
-    switch (er_att_path(n_kv, nq, head_dim, 8)) {
-    case ER_ATT_FEW:
-        if (f16)
-            few(out, q, nq, k, v, rb, n_kv[0], head_dim, scale, scratch, 1);
-        else
-            few(out, q, nq, k, v, rb, n_kv[0], head_dim, scale, scratch, 0);
-        break;
-    case ER_ATT_COPY:
-        if (f16)
-            multi_x8(out, q, n_kv, nq, k, v, rb, head_dim, scale, scratch, 1);
-        else
-            multi_x8(out, q, n_kv, nq, k, v, rb, head_dim, scale, scratch, 0);
-        break;
-    default:
-        for (int i = 0; i < nq; i++)
-            er_avx2_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
-        break;
-    }
+    ER_ATTENTION_MULTI(8, few_x8, multi_x8, er_avx2_attention);
 }
