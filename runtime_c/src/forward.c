@@ -178,6 +178,7 @@ typedef struct att_task {
     er_session *s;
     int layer, m, pos0;
     int tokens;             /* tokens per work item (er_att_tokens), or 0: one query per item */
+    int heads;              /* or, for a decode step, K/V heads per item (er_att_heads) */
     atomic_int next;        /* next item to claim: (token block, K/V head) or (token, head) */
 } att_task;
 
@@ -188,14 +189,18 @@ typedef struct att_task {
  * columns (decode without grouping) still reads what comes next. When that
  * makes fewer items than threads (a decode step of a model with 2 K/V
  * heads on 4 cores), an item is one query: (token, head), heads in order.
- * Either way every query's result is the same (kernels.h). */
+ * A decode step with at least a K/V head per thread takes ranges of K/V
+ * heads instead, one per thread, each read row by row across its heads.
+ * Every way, every query's result is the same (kernels.h). */
 static void att_worker(void *ctx, int ith, int nth) {
     att_task *t = ctx;
     er_model *md = t->md;
     uint64_t t_op = ith ? er_trace_begin(&md->trace) : 0;
     const er_dims *d = &md->d;
     const int hd = d->head_dim, group = d->n_head / d->n_head_kv;
-    const int n_items = t->tokens ? (t->m + t->tokens - 1) / t->tokens * d->n_head_kv : t->m * d->n_head;
+    const int n_items = t->heads    ? (d->n_head_kv + t->heads - 1) / t->heads
+                        : t->tokens ? (t->m + t->tokens - 1) / t->tokens * d->n_head_kv
+                                    : t->m * d->n_head;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
     const size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row;
     /* per-thread scratch, indexed by ith: each thread's own */
@@ -207,6 +212,15 @@ static void att_worker(void *ctx, int ith, int nth) {
     int n_kv[ER_ATT_MAX_QUERIES];
     int done = 0;
     for (int i; (i = er_pool_claim(&t->next)) < n_items;) {
+        if (t->heads) {
+            const int k0 = i * t->heads, nk = d->n_head_kv - k0 < t->heads ? d->n_head_kv - k0 : t->heads;
+            const size_t off = (layer_off + (size_t)k0 * hd) * elem, at = (size_t)k0 * group * hd;
+            md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1, (const uint8_t *)t->s->k_cache + off,
+                                   (const uint8_t *)t->s->v_cache + off, d->kv_type, d->kv_row, nk, group, hd, scale,
+                                   scratch);
+            done += nk * group;
+            continue;
+        }
         int b0, b1, h0, h1; /* tokens [b0, b1) x query heads [h0, h1), all of one K/V head */
         if (t->tokens) {
             b0 = i / d->n_head_kv * t->tokens;
@@ -303,7 +317,8 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
         t0 = er_trace_begin(tr);
         att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
-        if ((m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
+        if (m == 1 && d->n_head_kv >= md->pool.n_threads) at.heads = er_att_heads(d, md->pool.n_threads);
+        if (!at.heads && (m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
         atomic_init(&at.next, 0);
         dispatch(md, att_worker, &at);
         er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, s->pos + m);

@@ -81,6 +81,16 @@ static inline size_t er_att_queries(const er_dims *d) {
 static inline size_t er_att_scratch(const er_dims *d) {
     return (size_t)ER_ATT_BLOCK * (size_t)d->head_dim + er_att_queries(d) * (size_t)d->n_ctx;
 }
+/* A decode step's items instead: ranges of this many K/V heads, read row by
+ * row across the range (kernels.h, attention_heads), one range per thread
+ * where the scratch's er_att_queries() scores allow; 0 where not even one
+ * head's group fits (more than ER_ATT_MAX_QUERIES query heads on one K/V
+ * head): then decode takes the items above. */
+static inline int er_att_heads(const er_dims *d, int n_threads) {
+    const int group = d->n_head / d->n_head_kv, cap = (int)er_att_queries(d) / group;
+    const int per = (d->n_head_kv + n_threads - 1) / n_threads;
+    return per < cap ? per : cap;
+}
 
 struct er_session {
     er_model *model;

@@ -531,6 +531,48 @@ static void check_attention_multi(const er_kernels *k) {
           bad);
 }
 
+/* attention_heads against attention per query head: 1 to 5 K/V heads out of
+ * a cache of 6, 1 to 5 query heads each (3 + 2 takes both few4 widths),
+ * lengths around the blocks of 8 (tails of 0-7 rows) and the prefetch
+ * distance, head sizes that take the row-by-row kernel (64, 80, 128) and
+ * one that takes the loop (20). */
+static void check_attention_heads(const er_kernels *k) {
+    enum { T = 61, HD = 128, NH = 6, STRIDE = NH * HD, NQ = 25 };
+    static float kf[T * STRIDE], vf[T * STRIDE];
+    static er_f16 kh[T * STRIDE], vh[T * STRIDE];
+    static float q[NQ * HD], o1[NQ * HD], o2[HD], scratch[NQ * T];
+    for (int i = 0; i < T * STRIDE; i++) {
+        kf[i] = rnd_f();
+        vf[i] = rnd_f();
+        kh[i] = er_f32_to_f16(kf[i]);
+        vh[i] = er_f32_to_f16(vf[i]);
+    }
+    int bad = 0, calls = 0;
+    static const int hds[] = {64, 80, 128, 20}, nkvs[] = {1, 8, 9, 16, 23, 24, 61};
+    for (int kv = 0; kv < 2; kv++)
+        for (int a = 0; a < 4; a++)
+            for (int nh = 1; nh <= 5; nh += 2)
+                for (int group = 1; group <= 5; group += 2)
+                    for (int c = 0; c < 7; c++) {
+                        const int hd = hds[a], n_kv = nkvs[c], h0 = (nh + group) % 2; /* first head 0 or 1 */
+                        const size_t esz = kv ? 2 : 4, col = (size_t)h0 * hd * esz;
+                        for (int i = 0; i < nh * group * hd; i++) q[i] = rnd_f() * 2;
+                        const unsigned char *kk = kv ? (const unsigned char *)kh : (const unsigned char *)kf;
+                        const unsigned char *vv = kv ? (const unsigned char *)vh : (const unsigned char *)vf;
+                        const int kvt = kv ? ER_KV_F16 : ER_KV_F32;
+                        const float scale = 1.0f / sqrtf((float)hd);
+                        k->attention_heads(o1, q, n_kv, kk + col, vv + col, kvt, STRIDE, nh, group, hd, scale, scratch);
+                        for (int i = 0; i < nh * group; i++) {
+                            const size_t hc = col + (size_t)(i / group) * hd * esz;
+                            k->attention(o2, q + (size_t)i * hd, kk + hc, vv + hc, kvt, STRIDE, n_kv, hd, scale, scratch);
+                            for (int j = 0; j < hd; j++) bad += !same_bits(o1[(size_t)i * hd + j], o2[j]);
+                        }
+                        calls++;
+                    }
+    CHECK(calls == 504 && bad == 0, "%s: attention_heads differs from attention per query head in %d outputs",
+          k->name, bad);
+}
+
 /* ---------------------------------------------------------------- dispatch, FTZ */
 
 static const char *const k_names[] = {"generic", "avx2", "neon", "neon-dotprod", "neon-i8mm", "sve"};
@@ -608,6 +650,7 @@ int main(void) {
         check_f16_rows(k);
         check_attention(k, g);
         check_attention_multi(k);
+        check_attention_heads(k);
         check_forcing(k_names[i], k);
         printf("table %-13s %s\n", k_names[i], g_test_fail == fails_before ? "ok" : "FAILED");
         tested++;

@@ -87,4 +87,20 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
         }                                                                                                          \
     } while (0)
 
+/*
+ * attention_heads as the loop over the table's one-query attention (ONE),
+ * whose parameters it names (out, q, n_kv, k, v, kv_type, kv_stride, nkv,
+ * group, head_dim, scale, scratch): the body where a table has no
+ * row-by-row kernel, or the head size does not suit it.
+ */
+#define ER_ATTENTION_HEADS_LOOP(ONE)                                                                               \
+    do {                                                                                                           \
+        const size_t col_ = (size_t)head_dim * (kv_type == ER_KV_F16 ? 2 : 4);                                     \
+        for (int i_ = 0; i_ < nkv * group; i_++)                                                                   \
+            ONE(out + (size_t)i_ * head_dim, q + (size_t)i_ * head_dim,                                            \
+                (const unsigned char *)k + (size_t)(i_ / group) * col_,                                            \
+                (const unsigned char *)v + (size_t)(i_ / group) * col_, kv_type, kv_stride, n_kv, head_dim, scale, \
+                scratch);                                                                                          \
+    } while (0)
+
 #endif

@@ -189,6 +189,21 @@ typedef struct er_kernels {
                             const void *v, int kv_type, size_t kv_stride, int head_dim, float scale,
                             float *scratch);
 
+    /*
+     * One decode step's attention over nkv K/V heads side by side in the
+     * cache: k and v point at the first head's column of row 0, head i's
+     * column i * head_dim elements further. Query head i * group + j
+     * (q + (i * group + j) * head_dim floats; out likewise) reads K/V head
+     * i, and every query sees positions [0, n_kv). Results must equal, bit
+     * for bit, those of `attention` per query head: the point is the order
+     * of the reads, row by row across all nkv heads (one contiguous run of
+     * each row, which the prefetchers stream) instead of one head's column
+     * down the whole cache and then the next's. scratch: caller scratch of
+     * nkv * group * n_kv floats. generic's is the loop over `attention`.
+     */
+    void (*attention_heads)(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
+                            size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
+
     /* float <-> f16 rows (KV cache stores) */
     void (*f32_to_f16)(const float *x, er_f16 *y, int n);
     void (*f16_to_f32)(const er_f16 *x, float *y, int n);

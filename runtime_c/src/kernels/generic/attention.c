@@ -7,6 +7,7 @@
  * against.
  */
 #include "generic.h"
+#include "../attention_paths.h"
 #include "../half.h"
 #include "edgerun.h" /* ER_KV_F16 */
 
@@ -47,4 +48,10 @@ void er_gen_attention_multi(float *const *out, const float *const *q, const int 
                             const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
     for (int i = 0; i < nq; i++)
         er_gen_attention(out[i], q[i], k, v, kv_type, kv_stride, n_kv[i], head_dim, scale, scratch);
+}
+
+/* The reference for attention_heads: the one-query kernel per query head. */
+void er_gen_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
+                            size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
+    ER_ATTENTION_HEADS_LOOP(er_gen_attention);
 }

@@ -48,6 +48,8 @@ void er_gen_attention(float *out, const float *q, const void *k, const void *v, 
                       size_t kv_stride, int n_kv, int head_dim, float scale, float *scores);
 void er_gen_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                             const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch);
+void er_gen_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
+                            size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
 void er_gen_f32_to_f16(const float *x, er_f16 *y, int n);
 void er_gen_f16_to_f32(const er_f16 *x, float *y, int n);
 

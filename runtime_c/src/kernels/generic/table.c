@@ -47,6 +47,7 @@ static const er_kernels k_generic = {
     .add = er_gen_add,
     .attention = er_gen_attention,
     .attention_multi = er_gen_attention_multi,
+    .attention_heads = er_gen_attention_heads,
     .f32_to_f16 = er_gen_f32_to_f16,
     .f16_to_f32 = er_gen_f16_to_f32,
 };

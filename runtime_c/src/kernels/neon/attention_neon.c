@@ -261,3 +261,11 @@ void er_neon_attention_multi(float *const *out, const float *const *q, const int
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
     ER_ATTENTION_MULTI(4, few_x4, multi_x4, er_neon_attention);
 }
+
+/* Row by row across the heads, as attention_avx2.c does, is not here yet:
+ * its gain is in how the cache and prefetchers take the reads, which qemu
+ * cannot show, so it waits for a measurement on an Arm core. */
+void er_neon_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
+                             size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
+    ER_ATTENTION_HEADS_LOOP(er_neon_attention);
+}

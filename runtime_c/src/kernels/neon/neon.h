@@ -51,6 +51,8 @@ void er_neon_attention(float *out, const float *q, const void *k, const void *v,
                        int n_kv, int head_dim, float scale, float *scores);
 void er_neon_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch);
+void er_neon_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
+                             size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
 
 #if defined(__ARM_NEON)
 #include <arm_neon.h>

@@ -44,6 +44,7 @@
         .rmsnorm = er_neon_rmsnorm, .rope = er_gen_rope, .softmax = er_neon_softmax, .silu_mul = er_neon_silu_mul, \
         .rope_cs = er_neon_rope_cs,\
         .add = er_neon_add, .attention = er_neon_attention, .attention_multi = er_neon_attention_multi,           \
+        .attention_heads = er_neon_attention_heads,                                                                \
         .f32_to_f16 = er_neon_f32_to_f16,                                                                          \
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
         /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \

@@ -60,6 +60,7 @@ static er_kernels k_sve = {
     .add = er_neon_add,
     .attention = er_neon_attention,
     .attention_multi = er_neon_attention_multi,
+    .attention_heads = er_neon_attention_heads,
     .f32_to_f16 = er_neon_f32_to_f16,
     .f16_to_f32 = er_neon_f16_to_f32,
     /* repack_rows (G) is set by fill_rows */

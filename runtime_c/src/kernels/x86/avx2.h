@@ -89,6 +89,8 @@ void er_avx2_attention(float *out, const float *q, const void *k, const void *v,
                        int n_kv, int head_dim, float scale, float *scores);
 void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch);
+void er_avx2_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
+                             size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
 void er_avx2_f32_to_f16(const float *x, er_f16 *y, int n);
 void er_avx2_f16_to_f32(const er_f16 *x, float *y, int n);
 void er_avx2_dequant_f16(const void *src, float *dst, int n);
