@@ -442,7 +442,21 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
     const int nv = c == 1 ? 8 : c == 2 ? 4 : 2;
     int j = 0;
     for (; j + 8 * nv <= head_dim; j += 8 * nv) heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, nv, c, f16);
-    for (; j < head_dim; j += 8) heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 1, c, f16);
+    if (c > 1) {
+        for (; j < head_dim; j += 8) heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 1, c, f16);
+        return;
+    }
+    /* one query: the rest in one pass, as attention_x8 (48-wide heads: 6) */
+    switch ((head_dim - j) / 8) {
+    case 7: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 7, 1, f16); break;
+    case 6: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 6, 1, f16); break;
+    case 5: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 5, 1, f16); break;
+    case 4: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 4, 1, f16); break;
+    case 3: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 3, 1, f16); break;
+    case 2: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 2, 1, f16); break;
+    case 1: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 1, 1, f16); break;
+    default: break;
+    }
 }
 
 static AI void heads_x8(float *out, const float *q, int n_kv, const unsigned char *kb, const unsigned char *vb,
