@@ -1,9 +1,9 @@
 /*
  * attention_avx2.c — causal attention over the KV cache, AVX2+FMA+F16C: one
- * query head at a time (decode, attention), and many queries that share a
- * K/V head (attention_multi): a decode step's group of query heads in
- * registers (few_x8), prefill tokens over a float copy of each block of rows
- * (multi_x8).
+ * query head at a time (attention), many queries that share a K/V head
+ * (attention_multi: a group of query heads in registers, few_x8, or prefill
+ * tokens over a float copy of each block of rows, multi_x8), and a decode
+ * step's K/V heads read row by row across all of them (attention_heads).
  */
 #include "avx2.h"
 #include "edgerun.h" /* ER_KV_F16 */
