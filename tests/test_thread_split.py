@@ -10,14 +10,15 @@ skipped shows up here as a difference (a skipped row keeps stale values from
 the previous step).
 
 Attention claims (token block, K/V head) items, or single (token, head)
-queries when that would leave threads idle; a decode step with at least one
-K/V head per thread claims ranges of K/V heads instead. These models have 2
-K/V heads, so 1 to 3 threads run the prefill chunks through
-attention_multi's blocked path (16 queries per K/V head). Decode at 1 thread
-reads both K/V heads row by row (attention_heads, the 2 query heads of each
-group together), at 2 threads one K/V head each; 3 and 5 threads take one
-query at a time. Equal logits across thread counts therefore also check that
-those paths agree with the one-query kernel bit for bit.
+queries when that would leave threads idle; a decode step on one thread
+(or with 4 or more K/V heads per thread) takes ranges of K/V heads instead.
+These models have 2 K/V heads, so 1 to 3 threads run the prefill chunks
+through attention_multi's blocked path (16 queries per K/V head). Decode at
+1 thread reads both K/V heads row by row (attention_heads, the 2 query heads
+of each group together); at 2 threads it takes attention_multi's few-query
+path (the 2 heads of a group together), and 3 and 5 threads take one query
+at a time. Equal logits across thread counts therefore also check that those
+paths agree with the one-query kernel bit for bit.
 """
 import numpy as np
 import pytest

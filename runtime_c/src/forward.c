@@ -189,8 +189,9 @@ typedef struct att_task {
  * columns (decode without grouping) still reads what comes next. When that
  * makes fewer items than threads (a decode step of a model with 2 K/V
  * heads on 4 cores), an item is one query: (token, head), heads in order.
- * A decode step with at least a K/V head per thread takes ranges of K/V
- * heads instead, one per thread, each read row by row across its heads.
+ * A decode step on one thread, or with ER_ATT_HEADS_MIN K/V heads or more
+ * per thread, takes ranges of K/V heads instead, one per thread, each read
+ * row by row across its heads.
  * Every way, every query's result is the same (kernels.h). */
 static void att_worker(void *ctx, int ith, int nth) {
     att_task *t = ctx;
@@ -317,7 +318,7 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
         t0 = er_trace_begin(tr);
         att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
-        if (m == 1 && d->n_head_kv >= md->pool.n_threads) at.heads = er_att_heads(d, md->pool.n_threads);
+        if (m == 1) at.heads = er_att_heads(d, md->pool.n_threads);
         if (!at.heads && (m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
         atomic_init(&at.next, 0);
         dispatch(md, att_worker, &at);

@@ -83,12 +83,20 @@ static inline size_t er_att_scratch(const er_dims *d) {
 }
 /* A decode step's items instead: ranges of this many K/V heads, read row by
  * row across the range (kernels.h, attention_heads), one range per thread
- * where the scratch's er_att_queries() scores allow; 0 where not even one
- * head's group fits (more than ER_ATT_MAX_QUERIES query heads on one K/V
- * head): then decode takes the items above. */
+ * as far as the scratch's er_att_queries() scores allow. With several
+ * threads only where each thread's share is ER_ATT_HEADS_MIN K/V heads or
+ * more: smaller items, taken as they come, let the threads even out cores
+ * of unequal speed (this VM's vCPUs; big.LITTLE boards), and a short range
+ * gains little from the row walk. Measured at 2 threads, 4 runs each:
+ * 4 K/V heads (1,600 positions) as two ranges of 2 decoded at 265-334
+ * tok/s, as single heads 303-378; 12 heads (950 positions) as two ranges
+ * of 6 at 300-360, as single heads 284-310. 0: decode takes the items
+ * above. */
+#define ER_ATT_HEADS_MIN 4
 static inline int er_att_heads(const er_dims *d, int n_threads) {
     const int group = d->n_head / d->n_head_kv, cap = (int)er_att_queries(d) / group;
     const int per = (d->n_head_kv + n_threads - 1) / n_threads;
+    if (n_threads > 1 && per < ER_ATT_HEADS_MIN) return 0;
     return per < cap ? per : cap;
 }
 
