@@ -179,7 +179,7 @@ typedef struct att_task {
     int layer, m, pos0;
     int tokens;             /* tokens per work item (er_att_tokens), or 0: one query per item */
     int heads;              /* or, for a decode step, K/V heads per item (er_att_heads) */
-    atomic_int next;        /* next item to claim: (token block, K/V head) or (token, head) */
+    atomic_int next;        /* next item to claim: (token block, K/V head), (token, head) or a K/V head range */
 } att_task;
 
 /* An item is one K/V head against a block of tokens: every query head of the
