@@ -449,17 +449,22 @@ static void check_f16_rows(const er_kernels *k) {
     CHECK(bad == 0, "%s: f16_to_f32 differs from generic on %d values", k->name, bad);
 }
 
-static void check_attention(const er_kernels *k, const er_kernels *g) {
-    enum { T = 37, HD = 128, STRIDE = 2 * HD + 8 };
-    static float kf[T * STRIDE], vf[T * STRIDE];
-    static er_f16 kh[T * STRIDE], vh[T * STRIDE];
-    float q[HD], o1[HD], o2[HD], sc[T];
-    for (int i = 0; i < T * STRIDE; i++) {
+/* a random K/V cache of n elements, as floats and as halves */
+static void random_kv(float *kf, float *vf, er_f16 *kh, er_f16 *vh, int n) {
+    for (int i = 0; i < n; i++) {
         kf[i] = rnd_f();
         vf[i] = rnd_f();
         kh[i] = er_f32_to_f16(kf[i]);
         vh[i] = er_f32_to_f16(vf[i]);
     }
+}
+
+static void check_attention(const er_kernels *k, const er_kernels *g) {
+    enum { T = 37, HD = 128, STRIDE = 2 * HD + 8 };
+    static float kf[T * STRIDE], vf[T * STRIDE];
+    static er_f16 kh[T * STRIDE], vh[T * STRIDE];
+    float q[HD], o1[HD], o2[HD], sc[T];
+    random_kv(kf, vf, kh, vh, T * STRIDE);
     int bad = 0;
     /* 80: a blocked head with a 2-vector remainder; 20: not a multiple of 8.
      * n_kv 9 and 37: blocks of 8 positions plus a tail */
@@ -490,12 +495,7 @@ static void check_attention_multi(const er_kernels *k) {
     static float kf[T * STRIDE], vf[T * STRIDE];
     static er_f16 kh[T * STRIDE], vh[T * STRIDE];
     static float q[NQ][HD], o1[NQ][HD], o2[HD], scratch[ER_ATT_BLOCK * HD + NQ * T];
-    for (int i = 0; i < T * STRIDE; i++) {
-        kf[i] = rnd_f();
-        vf[i] = rnd_f();
-        kh[i] = er_f32_to_f16(kf[i]);
-        vh[i] = er_f32_to_f16(vf[i]);
-    }
+    random_kv(kf, vf, kh, vh, T * STRIDE);
     int bad = 0, calls = 0;
     /* groups: 1 and 3 query heads per K/V head, and all nq queries at one
      * position (a decode step's group: the few-query path from 2 on) */
@@ -541,12 +541,7 @@ static void check_attention_heads(const er_kernels *k) {
     static float kf[T * STRIDE], vf[T * STRIDE];
     static er_f16 kh[T * STRIDE], vh[T * STRIDE];
     static float q[NQ * HD], o1[NQ * HD], o2[HD], scratch[NQ * T];
-    for (int i = 0; i < T * STRIDE; i++) {
-        kf[i] = rnd_f();
-        vf[i] = rnd_f();
-        kh[i] = er_f32_to_f16(kf[i]);
-        vh[i] = er_f32_to_f16(vf[i]);
-    }
+    random_kv(kf, vf, kh, vh, T * STRIDE);
     int bad = 0, calls = 0;
     static const int hds[] = {64, 80, 128, 48, 20}, nkvs[] = {1, 8, 9, 16, 23, 24, 61};
     for (int kv = 0; kv < 2; kv++)

@@ -279,13 +279,11 @@ void er_neon_attention_multi(float *const *out, const float *const *q, const int
  * attention_heads: a decode step's K/V heads row by row, as attention_avx2.c
  * does (which says why: one head's column of every row is a strided walk,
  * and on the Zen 4 it was measured on, reading each block of 8 rows across
- * all the heads made attention 11-22% faster cold, 40% warm). Per query the
+ * all the heads made attention 11-22% faster cold, 29-44% warm). Per query the
  * one-query kernel's arithmetic: scores8 (few4 for a group of query heads),
  * the same tail dots and softmax, each output's FMA chain carried from
  * block to block through out[]. Speed on Arm cores is unmeasured.
  */
-#define HEADS_PF_BLOCKS 2 /* blocks of 8 rows prefetched ahead, towards L2 */
-
 static AI void prefetch_l2(const unsigned char *p, size_t n) {
     for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
@@ -319,61 +317,10 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
 
 static AI void heads_x4(float *out, const float *q, int n_kv, const unsigned char *kb, const unsigned char *vb,
                         size_t row_bytes, int nkv, int group, int head_dim, float scale, float *sc, const int f16) {
-    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
-    const size_t hq = (size_t)group * head_dim, hs = (size_t)group * n_kv; /* one K/V head's queries, scores */
-    const int full = n_kv / 8 * 8, ahead = 8 * HEADS_PF_BLOCKS;
-    for (int t = 0; t < full; t += 8)
-        for (int h = 0; h < nkv; h++) {
-            const unsigned char *kh = kb + (size_t)h * hb;
-            if (t + ahead < n_kv)
-                for (int r = 0; r < 8; r++) prefetch_l2(kh + (size_t)(t + ahead + r) * row_bytes, hb);
-            for (int i = 0; i < group; i += 3) {
-                float *s = sc + h * hs + (size_t)i * n_kv;
-                const float *qi = q + h * hq + (size_t)i * head_dim;
-                switch (group - i < 3 ? group - i : 3) {
-                case 1: heads_scores(s, n_kv, qi, kh, row_bytes, t, head_dim, scale, 1, f16); break;
-                case 2: heads_scores(s, n_kv, qi, kh, row_bytes, t, head_dim, scale, 2, f16); break;
-                default: heads_scores(s, n_kv, qi, kh, row_bytes, t, head_dim, scale, 3, f16); break;
-                }
-            }
-        }
-    for (int t = full; t < n_kv; t++)
-        for (int i = 0; i < nkv * group; i++)
-            sc[(size_t)i * n_kv + t] =
-                scale * dot1(head_dim, kb + (size_t)(i / group) * hb + (size_t)t * row_bytes, q + (size_t)i * head_dim, f16);
-    for (int i = 0; i < nkv * group; i++) er_neon_softmax(sc + (size_t)i * n_kv, n_kv);
-    for (int t0 = 0; t0 < n_kv; t0 += 8) {
-        const int t1 = n_kv - t0 < 8 ? n_kv : t0 + 8;
-        for (int h = 0; h < nkv; h++) {
-            const unsigned char *vh = vb + (size_t)h * hb;
-            if (t0 + ahead < n_kv)
-                for (int r = 0; r < 8; r++) prefetch_l2(vh + (size_t)(t0 + ahead + r) * row_bytes, hb);
-            for (int i = 0; i < group; i += 3) {
-                float *o = out + h * hq + (size_t)i * head_dim;
-                const float *s = sc + h * hs + (size_t)i * n_kv;
-                switch (group - i < 3 ? group - i : 3) {
-                case 1: heads_sums(o, s, n_kv, vh, row_bytes, t0, t1, head_dim, 1, f16); break;
-                case 2: heads_sums(o, s, n_kv, vh, row_bytes, t0, t1, head_dim, 2, f16); break;
-                default: heads_sums(o, s, n_kv, vh, row_bytes, t0, t1, head_dim, 3, f16); break;
-                }
-            }
-        }
-    }
+    ER_ATTENTION_HEADS_WALK(heads_scores, heads_sums, dot1, er_neon_softmax, prefetch_l2);
 }
 
 void er_neon_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                              size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
-    if (head_dim <= 0 || head_dim % 4 || n_kv < 1) {
-        ER_ATTENTION_HEADS_LOOP(er_neon_attention);
-        return;
-    }
-    const unsigned char *kb = k, *vb = v;
-    if (kv_type != ER_KV_F16)
-        heads_x4(out, q, n_kv, kb, vb, kv_stride * 4, nkv, group, head_dim, scale, scratch, 0);
-    else if (head_dim == 64) /* the usual head sizes as constants, as attention does */
-        heads_x4(out, q, n_kv, kb, vb, kv_stride * 2, nkv, group, 64, scale, scratch, 1);
-    else if (head_dim == 128)
-        heads_x4(out, q, n_kv, kb, vb, kv_stride * 2, nkv, group, 128, scale, scratch, 1);
-    else
-        heads_x4(out, q, n_kv, kb, vb, kv_stride * 2, nkv, group, head_dim, scale, scratch, 1);
+    ER_ATTENTION_HEADS(4, heads_x4, er_neon_attention);
 }

@@ -388,12 +388,9 @@ void er_avx2_attention_multi(float *const *out, const float *const *q, const int
  * Measured, 12 layers x 12 heads of 64, F16, one token, 1 thread, caches
  * flushed by a 96 MiB read between tokens (min of 35 against the per-head
  * loop): 128 positions 0.35 -> 0.31 ms (warm 0.18 -> 0.10), 512 positions
- * 1.32 -> 1.11, 1,000 positions 2.61 -> 2.04. Prefetching the rows two
- * blocks ahead into L1 all at once (192 lines) was slower than the per-head
- * loop (0.46 ms); spread over the heads, into L2, it is what gains.
+ * 1.32 -> 1.11, 1,000 positions 2.61 -> 2.04. The walk itself, shared
+ * with NEON, is ER_ATTENTION_HEADS_WALK in attention_paths.h.
  */
-#define HEADS_PF_BLOCKS 2 /* blocks of 8 rows prefetched ahead, into L2 */
-
 /* the c queries at out / sc (head_dim and n_kv apart) continue their
  * outputs j0 .. j0 + 8 * nv over rows [t0, t1) of V (from zero at t0 = 0) */
 static AI void heads_wsum(float *out, const float *sc, int n_kv, const unsigned char *vh, size_t row_bytes, int t0,
@@ -459,65 +456,18 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
     }
 }
 
+static AI void prefetch_l2(const unsigned char *p, size_t n) { prefetch_t1((const char *)p, n); }
+
+static AI float dot1(int head_dim, const void *row, const float *q, const int f16) {
+    return f16 ? er_avx2_dot_f16(head_dim, row, q) : er_avx2_dot_f32(head_dim, row, q);
+}
+
 static AI void heads_x8(float *out, const float *q, int n_kv, const unsigned char *kb, const unsigned char *vb,
                         size_t row_bytes, int nkv, int group, int head_dim, float scale, float *sc, const int f16) {
-    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
-    const size_t hq = (size_t)group * head_dim, hs = (size_t)group * n_kv; /* one K/V head's queries, scores */
-    const int full = n_kv / 8 * 8, ahead = 8 * HEADS_PF_BLOCKS;
-    for (int t = 0; t < full; t += 8)
-        for (int h = 0; h < nkv; h++) {
-            const unsigned char *kh = kb + (size_t)h * hb;
-            if (t + ahead < n_kv)
-                for (int r = 0; r < 8; r++) prefetch_t1((const char *)kh + (size_t)(t + ahead + r) * row_bytes, hb);
-            for (int i = 0; i < group; i += 3) {
-                float *s = sc + h * hs + (size_t)i * n_kv;
-                const float *qi = q + h * hq + (size_t)i * head_dim;
-                switch (group - i < 3 ? group - i : 3) {
-                case 1: heads_scores(s, n_kv, qi, kh, row_bytes, t, head_dim, scale, 1, f16); break;
-                case 2: heads_scores(s, n_kv, qi, kh, row_bytes, t, head_dim, scale, 2, f16); break;
-                default: heads_scores(s, n_kv, qi, kh, row_bytes, t, head_dim, scale, 3, f16); break;
-                }
-            }
-        }
-    for (int t = full; t < n_kv; t++)
-        for (int i = 0; i < nkv * group; i++) {
-            const void *kr = kb + (size_t)(i / group) * hb + (size_t)t * row_bytes;
-            const float *qi = q + (size_t)i * head_dim;
-            sc[(size_t)i * n_kv + t] = scale * (f16 ? er_avx2_dot_f16(head_dim, kr, qi) : er_avx2_dot_f32(head_dim, kr, qi));
-        }
-    for (int i = 0; i < nkv * group; i++) er_avx2_softmax(sc + (size_t)i * n_kv, n_kv);
-    for (int t0 = 0; t0 < n_kv; t0 += 8) {
-        const int t1 = n_kv - t0 < 8 ? n_kv : t0 + 8;
-        for (int h = 0; h < nkv; h++) {
-            const unsigned char *vh = vb + (size_t)h * hb;
-            if (t0 + ahead < n_kv)
-                for (int r = 0; r < 8; r++) prefetch_t1((const char *)vh + (size_t)(t0 + ahead + r) * row_bytes, hb);
-            for (int i = 0; i < group; i += 3) {
-                float *o = out + h * hq + (size_t)i * head_dim;
-                const float *s = sc + h * hs + (size_t)i * n_kv;
-                switch (group - i < 3 ? group - i : 3) {
-                case 1: heads_sums(o, s, n_kv, vh, row_bytes, t0, t1, head_dim, 1, f16); break;
-                case 2: heads_sums(o, s, n_kv, vh, row_bytes, t0, t1, head_dim, 2, f16); break;
-                default: heads_sums(o, s, n_kv, vh, row_bytes, t0, t1, head_dim, 3, f16); break;
-                }
-            }
-        }
-    }
+    ER_ATTENTION_HEADS_WALK(heads_scores, heads_sums, dot1, er_avx2_softmax, prefetch_l2);
 }
 
 void er_avx2_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                              size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
-    if (head_dim <= 0 || head_dim % 8 || n_kv < 1) {
-        ER_ATTENTION_HEADS_LOOP(er_avx2_attention);
-        return;
-    }
-    const unsigned char *kb = k, *vb = v;
-    if (kv_type != ER_KV_F16)
-        heads_x8(out, q, n_kv, kb, vb, kv_stride * 4, nkv, group, head_dim, scale, scratch, 0);
-    else if (head_dim == 64) /* the usual head sizes as constants, as attention does */
-        heads_x8(out, q, n_kv, kb, vb, kv_stride * 2, nkv, group, 64, scale, scratch, 1);
-    else if (head_dim == 128)
-        heads_x8(out, q, n_kv, kb, vb, kv_stride * 2, nkv, group, 128, scale, scratch, 1);
-    else
-        heads_x8(out, q, n_kv, kb, vb, kv_stride * 2, nkv, group, head_dim, scale, scratch, 1);
+    ER_ATTENTION_HEADS(8, heads_x8, er_avx2_attention);
 }
