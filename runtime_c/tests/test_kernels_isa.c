@@ -559,7 +559,8 @@ static void check_attention_heads(const er_kernels *k) {
                         k->attention_heads(o1, q, n_kv, kk + col, vv + col, kvt, STRIDE, nh, group, hd, scale, scratch);
                         for (int i = 0; i < nh * group; i++) {
                             const size_t hc = col + (size_t)(i / group) * hd * esz;
-                            k->attention(o2, q + (size_t)i * hd, kk + hc, vv + hc, kvt, STRIDE, n_kv, hd, scale, scratch);
+                            k->attention(o2, q + (size_t)i * hd, kk + hc, vv + hc, kvt, STRIDE, n_kv, hd, scale,
+                                         scratch);
                             for (int j = 0; j < hd; j++) bad += !same_bits(o1[(size_t)i * hd + j], o2[j]);
                         }
                         calls++;

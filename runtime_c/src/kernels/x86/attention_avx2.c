@@ -391,6 +391,7 @@ void er_avx2_attention_multi(float *const *out, const float *const *q, const int
  * 1.32 -> 1.11, 1,000 positions 2.61 -> 2.04. The walk itself, shared
  * with NEON, is ER_ATTENTION_HEADS_WALK in attention_paths.h.
  */
+
 /* the c queries at out / sc (head_dim and n_kv apart) continue their
  * outputs j0 .. j0 + 8 * nv over rows [t0, t1) of V (from zero at t0 = 0) */
 static AI void heads_wsum(float *out, const float *sc, int n_kv, const unsigned char *vh, size_t row_bytes, int t0,
@@ -438,7 +439,8 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
      * the 16 registers (as few_x8) */
     const int nv = c == 1 ? 8 : c == 2 ? 4 : 2;
     int j = 0;
-    for (; j + 8 * nv <= head_dim; j += 8 * nv) heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, nv, c, f16);
+    for (; j + 8 * nv <= head_dim; j += 8 * nv)
+        heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, nv, c, f16);
     if (c > 1) {
         for (; j < head_dim; j += 8) heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 1, c, f16);
         return;
