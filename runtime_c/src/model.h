@@ -90,8 +90,9 @@ static inline size_t er_att_scratch(const er_dims *d) {
  * gains little from the row walk. Measured at 2 threads, 4 runs each:
  * 4 K/V heads (1,600 positions) as two ranges of 2 decoded at 265-334
  * tok/s, as single heads 303-378; 12 heads (950 positions) as two ranges
- * of 6 at 300-360, as single heads 284-310. 0: decode takes the items
- * above. */
+ * of 6 at 300-360, as single heads 284-310, as three ranges of 4 at
+ * 296-301 (against 335-348 for two of 6 in the same minutes). 0: decode
+ * takes the items above. */
 #define ER_ATT_HEADS_MIN 4
 static inline int er_att_heads(const er_dims *d, int n_threads) {
     const int group = d->n_head / d->n_head_kv, cap = (int)er_att_queries(d) / group;
