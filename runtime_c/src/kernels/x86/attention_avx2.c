@@ -324,18 +324,21 @@ static AI void few_scores(float *const *s, const float *const *q, const unsigned
     }
 }
 
-/* out[i][j0 .. j0 + 8 * nv) = sum_t p[i][t] v_t for c queries */
-static AI void few_wsum(float *const *out, const float *const *p, const unsigned char *vb, size_t row_bytes, int n_kv,
-                        int j0, const int nv, const int c, const int f16) {
-    __m256 o[3][4];
+/* out[i][j0 .. j0 + 8 * nv) = sum_t p[i][t] v_t for c queries over rows
+ * [t0, t1), started from zero at t0 = 0 or continued from out[]; rows
+ * prefetched ahead when prefetch (the per-head walk; the row walk
+ * prefetches whole blocks itself) */
+static AI void few_wsum(float *const *out, const float *const *p, const unsigned char *vb, size_t row_bytes, int t0,
+                        int t1, int j0, const int nv, const int c, const int f16, const int prefetch) {
+    __m256 o[3][8];
     for (int i = 0; i < c; i++)
-        for (int k = 0; k < nv; k++) o[i][k] = _mm256_setzero_ps();
-    for (int t = 0; t < n_kv; t++) {
+        for (int k = 0; k < nv; k++) o[i][k] = t0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out[i] + j0 + 8 * k);
+    for (int t = t0; t < t1; t++) {
         const unsigned char *r = vb + (size_t)t * row_bytes;
-        if (t + PF_V_ROWS < n_kv)
+        if (prefetch && t + PF_V_ROWS < t1)
             prefetch_t0((const char *)r + PF_V_ROWS * row_bytes + (size_t)j0 * (f16 ? 2 : 4),
                         (size_t)nv * (f16 ? 16 : 32));
-        __m256 vv[4];
+        __m256 vv[8];
         for (int k = 0; k < nv; k++) {
             const int j = j0 + 8 * k;
             vv[k] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 2 * (size_t)j)))
@@ -363,8 +366,8 @@ static AI void few_x8(float *const *out, const float *const *q, const unsigned c
     const int nv = c == 3 ? 2 : 4;
     int j = 0;
     const float *const *ps = (const float *const *)s;
-    for (; j + 8 * nv <= head_dim; j += 8 * nv) few_wsum(out, ps, vb, row_bytes, n_kv, j, nv, c, f16);
-    for (; j < head_dim; j += 8) few_wsum(out, ps, vb, row_bytes, n_kv, j, 1, c, f16);
+    for (; j + 8 * nv <= head_dim; j += 8 * nv) few_wsum(out, ps, vb, row_bytes, 0, n_kv, j, nv, c, f16, 1);
+    for (; j < head_dim; j += 8) few_wsum(out, ps, vb, row_bytes, 0, n_kv, j, 1, c, f16, 1);
 }
 
 void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
@@ -392,31 +395,6 @@ void er_avx2_attention_multi(float *const *out, const float *const *q, const int
  * with NEON, is ER_ATTENTION_HEADS_WALK in attention_paths.h.
  */
 
-/* the c queries at out / sc (head_dim and n_kv apart) continue their
- * outputs j0 .. j0 + 8 * nv over rows [t0, t1) of V (from zero at t0 = 0) */
-static AI void heads_wsum(float *out, const float *sc, int n_kv, const unsigned char *vh, size_t row_bytes, int t0,
-                          int t1, int head_dim, int j0, const int nv, const int c, const int f16) {
-    __m256 o[3][8];
-    for (int i = 0; i < c; i++)
-        for (int k = 0; k < nv; k++)
-            o[i][k] = t0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out + (size_t)i * head_dim + j0 + 8 * k);
-    for (int t = t0; t < t1; t++) {
-        const unsigned char *r = vh + (size_t)t * row_bytes;
-        __m256 vv[8];
-        for (int k = 0; k < nv; k++) {
-            const int j = j0 + 8 * k;
-            vv[k] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 2 * (size_t)j)))
-                        : _mm256_loadu_ps((const float *)(const void *)r + j);
-        }
-        for (int i = 0; i < c; i++) {
-            const __m256 w = _mm256_broadcast_ss(sc + (size_t)i * n_kv + t);
-            for (int k = 0; k < nv; k++) o[i][k] = _mm256_fmadd_ps(w, vv[k], o[i][k]);
-        }
-    }
-    for (int i = 0; i < c; i++)
-        for (int k = 0; k < nv; k++) _mm256_storeu_ps(out + (size_t)i * head_dim + j0 + 8 * k, o[i][k]);
-}
-
 /* c (1-3) query heads of one K/V head: scores of rows [t, t + 8), or their
  * sums over V rows [t0, t1); q, out and sc at the first of the c */
 static AI void heads_scores(float *sc, int n_kv, const float *q, const unsigned char *kh, size_t row_bytes, int t,
@@ -426,34 +404,37 @@ static AI void heads_scores(float *sc, int n_kv, const float *q, const unsigned 
                                                scores8(kh + (size_t)t * row_bytes, row_bytes, q, head_dim, f16)));
         return;
     }
-    float *s[3];
-    const float *qs[3];
-    for (int i = 0; i < c; i++) s[i] = sc + (size_t)i * n_kv, qs[i] = q + (size_t)i * head_dim;
+    /* set, not looped: GCC keeps these in registers (the loop cost the
+     * row walk 2-3% warm); only the first c are formed, so no pointer
+     * leaves its buffer */
+    float *const s[3] = {sc, c > 1 ? sc + n_kv : sc, c > 2 ? sc + 2 * (size_t)n_kv : sc};
+    const float *const qs[3] = {q, c > 1 ? q + head_dim : q, c > 2 ? q + 2 * (size_t)head_dim : q};
     few4(s, qs, kh, row_bytes, t, head_dim, scale, c, f16);
     few4(s, qs, kh, row_bytes, t + 4, head_dim, scale, c, f16);
 }
 
 static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned char *vh, size_t row_bytes, int t0,
                           int t1, int head_dim, const int c, const int f16) {
+    float *const o[3] = {out, c > 1 ? out + head_dim : out, c > 2 ? out + 2 * (size_t)head_dim : out};
+    const float *const p[3] = {sc, c > 1 ? sc + n_kv : sc, c > 2 ? sc + 2 * (size_t)n_kv : sc};
     /* output vectors per pass: c x nv sums, nv V vectors and a weight in
      * the 16 registers (as few_x8) */
     const int nv = c == 1 ? 8 : c == 2 ? 4 : 2;
     int j = 0;
-    for (; j + 8 * nv <= head_dim; j += 8 * nv)
-        heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, nv, c, f16);
+    for (; j + 8 * nv <= head_dim; j += 8 * nv) few_wsum(o, p, vh, row_bytes, t0, t1, j, nv, c, f16, 0);
     if (c > 1) {
-        for (; j < head_dim; j += 8) heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 1, c, f16);
+        for (; j < head_dim; j += 8) few_wsum(o, p, vh, row_bytes, t0, t1, j, 1, c, f16, 0);
         return;
     }
     /* one query: the rest in one pass, as attention_x8 (48-wide heads: 6) */
     switch ((head_dim - j) / 8) {
-    case 7: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 7, 1, f16); break;
-    case 6: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 6, 1, f16); break;
-    case 5: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 5, 1, f16); break;
-    case 4: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 4, 1, f16); break;
-    case 3: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 3, 1, f16); break;
-    case 2: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 2, 1, f16); break;
-    case 1: heads_wsum(out, sc, n_kv, vh, row_bytes, t0, t1, head_dim, j, 1, 1, f16); break;
+    case 7: few_wsum(o, p, vh, row_bytes, t0, t1, j, 7, 1, f16, 0); break;
+    case 6: few_wsum(o, p, vh, row_bytes, t0, t1, j, 6, 1, f16, 0); break;
+    case 5: few_wsum(o, p, vh, row_bytes, t0, t1, j, 5, 1, f16, 0); break;
+    case 4: few_wsum(o, p, vh, row_bytes, t0, t1, j, 4, 1, f16, 0); break;
+    case 3: few_wsum(o, p, vh, row_bytes, t0, t1, j, 3, 1, f16, 0); break;
+    case 2: few_wsum(o, p, vh, row_bytes, t0, t1, j, 2, 1, f16, 0); break;
+    case 1: few_wsum(o, p, vh, row_bytes, t0, t1, j, 1, 1, f16, 0); break;
     default: break;
     }
 }
