@@ -11,6 +11,8 @@
 # writes crashes to $FUZZ_BUILD/artifacts/<h>/. A crash is a bug: fix it, then
 # copy the input into runtime_c/tests/corpus/fuzz_<h>/ — `meson test` replays
 # that folder (fuzz_replay_<h>) in every build, sanitizers included.
+# On a finding it prints the report and the input in base64, so a CI log is
+# enough to replay it: `base64 -d >crash`, then `$build/fuzz_<h> crash`.
 # Exit status: 0 when no harness found anything.
 set -euo pipefail
 
@@ -46,6 +48,15 @@ for h in $harnesses; do
     status=1
     echo "fuzz_$h FOUND A CRASH (log: $build/fuzz_$h.log):"
     ls "$build/artifacts/$h/"
+    # CI keeps only what is printed: the report and the input itself (base64)
+    # are what it takes to replay the finding on another machine.
+    grep -m1 "INFO: Seed" "$build/fuzz_$h.log" || true
+    grep -E -A30 "ERROR: |runtime error|deadly signal" "$build/fuzz_$h.log" | head -n 60 || true
+    for a in "$build/artifacts/$h/"*; do
+      [ -f "$a" ] || continue
+      echo "input $(basename "$a") ($(wc -c <"$a") bytes), base64:"
+      base64 -w 100 "$a"
+    done
   fi
   grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$build/fuzz_$h.log" || true
 done
