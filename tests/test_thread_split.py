@@ -19,6 +19,12 @@ of each group together); at 2 threads it takes attention_multi's few-query
 path (the 2 heads of a group together), and 3 and 5 threads take one query
 at a time. Equal logits across thread counts therefore also check that those
 paths agree with the one-query kernel bit for bit.
+
+From 256 cached positions a decode step with fewer than 4 K/V heads per
+thread is split in two instead (model.h, er_att_split): ranges of K rows
+scored by whichever thread takes them, then ranges of K/V heads for the
+softmax and V sums. The second test decodes there, at 2, 3 and 5 threads,
+against one thread's row walk.
 """
 import numpy as np
 import pytest
@@ -42,3 +48,19 @@ def test_logits_identical_for_every_thread_count(tiny, qtype):
     for n in (2, 3, 5):
         assert np.array_equal(got[n][0], got[1][0]), f"{qtype}: prefill logits differ at {n} threads"
         assert np.array_equal(got[n][1], got[1][1]), f"{qtype}: decode logits differ at {n} threads"
+
+
+@pytest.mark.parametrize("qtype", ["f32", "q4_0"])
+def test_long_decode_identical_for_every_thread_count(tiny, qtype):
+    import edgerun
+    path = tiny.gguf("llama_untied_theta5e5", qtype)
+    ids = [int(v) for v in np.random.RandomState(11).randint(0, 200, 290)]
+    got = {}
+    for n in (1, 2, 3, 5):
+        with edgerun.Model(path, n_ctx=320, n_threads=n) as m:
+            with m.session() as s:
+                s.decode(ids[:250])
+                # positions 250-289: the split starts at 256 cached rows
+                got[n] = np.stack([s.decode([tok]) for tok in ids[250:]])
+    for n in (2, 3, 5):
+        assert np.array_equal(got[n], got[1]), f"{qtype}: long-context decode logits differ at {n} threads"

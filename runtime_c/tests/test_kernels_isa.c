@@ -540,9 +540,9 @@ static void check_attention_heads(const er_kernels *k) {
     enum { T = 61, HD = 128, NH = 6, STRIDE = NH * HD, NQ = 25 };
     static float kf[T * STRIDE], vf[T * STRIDE];
     static er_f16 kh[T * STRIDE], vh[T * STRIDE];
-    static float q[NQ * HD], o1[NQ * HD], o2[HD], scratch[NQ * T];
+    static float q[NQ * HD], o1[NQ * HD], o2[HD], o3[NQ * HD], scratch[NQ * T], sc[NQ * T];
     random_kv(kf, vf, kh, vh, T * STRIDE);
-    int bad = 0, calls = 0;
+    int bad = 0, bad_split = 0, calls = 0;
     static const int hds[] = {64, 80, 128, 48, 20}, nkvs[] = {1, 8, 9, 16, 23, 24, 61};
     for (int kv = 0; kv < 2; kv++)
         for (int a = 0; a < 5; a++)
@@ -563,10 +563,23 @@ static void check_attention_heads(const er_kernels *k) {
                                          scratch);
                             for (int j = 0; j < hd; j++) bad += !same_bits(o1[(size_t)i * hd + j], o2[j]);
                         }
+                        /* The same in halves, as threads split a decode step: scores in
+                         * ranges (8 rows, then the rest in 16s), sums in two head ranges. */
+                        for (int t0 = 0; t0 < n_kv; t0 = t0 == 0 ? 8 : t0 + 16)
+                            k->attention_scores(sc, q, n_kv, t0, n_kv - t0 < (t0 ? 16 : 8) ? n_kv : t0 + (t0 ? 16 : 8),
+                                                kk + col, kvt, STRIDE, nh, group, hd, scale);
+                        const int nh0 = nh / 2;
+                        if (nh0) k->attention_sums(o3, sc, n_kv, vv + col, kvt, STRIDE, nh0, group, hd);
+                        k->attention_sums(o3 + (size_t)nh0 * group * hd, sc + (size_t)nh0 * group * n_kv, n_kv,
+                                          vv + col + (size_t)nh0 * hd * esz, kvt, STRIDE, nh - nh0, group, hd);
+                        for (int i = 0; i < nh * group * hd; i++)
+                            bad_split += hd % ER_ATT_SPLIT_LANES ? fabsf(o3[i] - o1[i]) > 1e-4f : !same_bits(o3[i], o1[i]);
                         calls++;
                     }
     CHECK(calls == 630 && bad == 0, "%s: attention_heads differs from attention per query head in %d outputs",
           k->name, bad);
+    CHECK(bad_split == 0, "%s: attention_scores + attention_sums differ from attention_heads in %d outputs", k->name,
+          bad_split);
 }
 
 /* ---------------------------------------------------------------- dispatch, FTZ */

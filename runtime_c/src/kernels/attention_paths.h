@@ -104,11 +104,15 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
     } while (0)
 
 /*
- * The row walk of attention_heads (kernels.h): the body of a table's
- * always-inline walk function, whose parameters it names (out, q, n_kv,
- * kb, vb as unsigned char pointers, row_bytes, nkv, group, head_dim, scale,
- * sc, f16). The table supplies, always-inline, with c (1-3) and f16
- * constant arguments:
+ * The row walk of attention_heads (kernels.h), in its two halves, each the
+ * body of a table's always-inline function whose parameters it names:
+ *   ER_ATTENTION_SCORES_WALK  (sc, q, n_kv, t0, t1, kb, nkv, group, scale,
+ *       row_bytes, head_dim, f16): the scores of rows [t0, t1), t0 a
+ *       multiple of 8 and t1 one or n_kv, for every query (sc + i * n_kv);
+ *   ER_ATTENTION_SUMS_WALK  (out, sc, n_kv, vb, nkv, group, row_bytes,
+ *       head_dim, f16): each query's softmax, then its sums over every V row.
+ * kb and vb are unsigned char pointers. The table supplies, always-inline,
+ * with c (1-3) and f16 constant arguments:
  *   SCORES(sc, n_kv, q, kh, row_bytes, t, head_dim, scale, c, f16)
  *       the scores of c query heads (sc and q at the first) for rows
  *       [t, t + 8) of K/V head kh;
@@ -118,9 +122,17 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
  *       last block of 8;
  *   SOFTMAX(x, n);
  *   PREFETCH_L2(p, n)  [p, p + n) towards L2.
- * Rows ER_ATT_HEADS_PF_BLOCKS blocks ahead are prefetched head by head:
- * all 192 lines of a block at once, into L1, made the AVX2 walk slower than
- * the per-head one (0.46 against 0.35 ms, 12 layers at 128 positions).
+ * Blocks of 8 rows start at multiples of 8 whatever t0 is, and the rows
+ * after the last whole block take DOT, so scores over [0, n_kv) in one call
+ * or in several ranges are the same floats: forward.c splits a decode
+ * step's rows over threads that way, and then its K/V heads for the sums.
+ * Rows ER_ATT_HEADS_PF_BLOCKS blocks ahead (within the range) are
+ * prefetched head by head: all 192 lines of a block at once, into L1, made
+ * the AVX2 walk slower than the per-head one (0.46 against 0.35 ms, 12
+ * layers at 128 positions). The first blocks of a range, and of V, are
+ * requested towards L2 as the walk starts: 2 threads splitting the grouped
+ * model's steps (ranges of 256 rows) decoded at 390-464 tok/s with that,
+ * 379-433 without, in alternating runs; 1 thread is unchanged.
  */
 #define ER_ATT_HEADS_PF_BLOCKS 2
 
@@ -131,26 +143,35 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
     default: F(__VA_ARGS__, 3, f16); break;                                                                        \
     }
 
-#define ER_ATTENTION_HEADS_WALK(SCORES, SUMS, DOT, SOFTMAX, PREFETCH_L2)                                            \
+#define ER_ATTENTION_SCORES_WALK(SCORES, DOT, PREFETCH_L2)                                                         \
     do {                                                                                                           \
         const size_t hb_ = (size_t)head_dim * (f16 ? 2 : 4); /* a head's bytes in a row */                         \
         const size_t hq_ = (size_t)group * head_dim, hs_ = (size_t)group * n_kv; /* a K/V head's queries, scores */ \
-        const int full_ = n_kv / 8 * 8, ahead_ = 8 * ER_ATT_HEADS_PF_BLOCKS;                                       \
-        for (int t_ = 0; t_ < full_; t_ += 8)                                                                      \
+        const int full_ = n_kv / 8 * 8 < t1 ? n_kv / 8 * 8 : t1, ahead_ = 8 * ER_ATT_HEADS_PF_BLOCKS;              \
+        for (int t_ = t0; t_ < t0 + ahead_ && t_ < t1; t_++) PREFETCH_L2(kb + (size_t)t_ * row_bytes, nkv * hb_);  \
+        for (int t_ = t0; t_ < full_; t_ += 8)                                                                     \
             for (int h_ = 0; h_ < nkv; h_++) {                                                                     \
                 const unsigned char *kh_ = kb + (size_t)h_ * hb_;                                                  \
-                if (t_ + ahead_ < n_kv)                                                                            \
+                if (t_ + ahead_ < t1)                                                                              \
                     for (int r_ = 0; r_ < 8; r_++) PREFETCH_L2(kh_ + (size_t)(t_ + ahead_ + r_) * row_bytes, hb_); \
                 for (int i_ = 0; i_ < group; i_ += 3) {                                                            \
                     ER_ATT_BY_THREES_(SCORES, sc + h_ * hs_ + (size_t)i_ * n_kv, n_kv,                             \
                                       q + h_ * hq_ + (size_t)i_ * head_dim, kh_, row_bytes, t_, head_dim, scale)   \
                 }                                                                                                  \
             }                                                                                                      \
-        for (int t_ = full_; t_ < n_kv; t_++)                                                                      \
+        for (int t_ = full_ > t0 ? full_ : t0; t_ < t1; t_++)                                                      \
             for (int i_ = 0; i_ < nkv * group; i_++)                                                               \
                 sc[(size_t)i_ * n_kv + t_] =                                                                       \
                     scale * DOT(head_dim, kb + (size_t)(i_ / group) * hb_ + (size_t)t_ * row_bytes,                \
                                 q + (size_t)i_ * head_dim, f16);                                                   \
+    } while (0)
+
+#define ER_ATTENTION_SUMS_WALK(SUMS, SOFTMAX, PREFETCH_L2)                                                         \
+    do {                                                                                                           \
+        const size_t hb_ = (size_t)head_dim * (f16 ? 2 : 4);                                                       \
+        const size_t hq_ = (size_t)group * head_dim, hs_ = (size_t)group * n_kv;                                   \
+        const int ahead_ = 8 * ER_ATT_HEADS_PF_BLOCKS;                                                             \
+        for (int t_ = 0; t_ < ahead_ && t_ < n_kv; t_++) PREFETCH_L2(vb + (size_t)t_ * row_bytes, nkv * hb_);      \
         for (int i_ = 0; i_ < nkv * group; i_++) SOFTMAX(sc + (size_t)i_ * n_kv, n_kv);                            \
         for (int t0_ = 0; t0_ < n_kv; t0_ += 8) {                                                                  \
             const int t1_ = n_kv - t0_ < 8 ? n_kv : t0_ + 8;                                                       \
@@ -167,26 +188,54 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
     } while (0)
 
 /*
- * The body of a table's attention_heads, whose parameters it names: WALK
- * (the table's function around ER_ATTENTION_HEADS_WALK) for head sizes a
- * multiple of LANES, with the usual sizes (64, 128) as constants so that
- * the loops over a head unroll; ER_ATTENTION_HEADS_LOOP over ONE otherwise.
+ * Calls WALK(args..., row_bytes, head_dim, f16) for the cache's type, with
+ * the usual head sizes (64, 128) as constants so that the loops over a head
+ * unroll. Names kv_type, kv_stride and head_dim.
  */
-#define ER_ATTENTION_HEADS(LANES, WALK, ONE)                                                                       \
+#define ER_ATT_KV_CASES_(WALK, ...)                                                                                \
+    do {                                                                                                           \
+        if (kv_type != ER_KV_F16)                                                                                  \
+            WALK(__VA_ARGS__, kv_stride * 4, head_dim, 0);                                                         \
+        else if (head_dim == 64)                                                                                   \
+            WALK(__VA_ARGS__, kv_stride * 2, 64, 1);                                                               \
+        else if (head_dim == 128)                                                                                  \
+            WALK(__VA_ARGS__, kv_stride * 2, 128, 1);                                                              \
+        else                                                                                                       \
+            WALK(__VA_ARGS__, kv_stride * 2, head_dim, 1);                                                         \
+    } while (0)
+
+/*
+ * The bodies of a table's attention_heads, attention_scores and
+ * attention_sums (kernels.h), whose parameters they name. SCORES_FN and
+ * SUMS_FN are the table's functions around the two walks above; head sizes
+ * not a multiple of LANES take ONE per query (attention_heads) or the
+ * generic split (ER_ATTENTION_SCORES / ER_ATTENTION_SUMS, which forward.c
+ * does not use for such sizes: kernels.h).
+ */
+#define ER_ATTENTION_HEADS(LANES, SCORES_FN, SUMS_FN, ONE)                                                         \
     do {                                                                                                           \
         if (head_dim <= 0 || head_dim % (LANES) || n_kv < 1) {                                                     \
             ER_ATTENTION_HEADS_LOOP(ONE);                                                                          \
             break;                                                                                                 \
         }                                                                                                          \
-        const unsigned char *kb_ = k, *vb_ = v;                                                                    \
-        if (kv_type != ER_KV_F16)                                                                                  \
-            WALK(out, q, n_kv, kb_, vb_, kv_stride * 4, nkv, group, head_dim, scale, scratch, 0);                  \
-        else if (head_dim == 64)                                                                                   \
-            WALK(out, q, n_kv, kb_, vb_, kv_stride * 2, nkv, group, 64, scale, scratch, 1);                        \
-        else if (head_dim == 128)                                                                                  \
-            WALK(out, q, n_kv, kb_, vb_, kv_stride * 2, nkv, group, 128, scale, scratch, 1);                       \
+        ER_ATT_KV_CASES_(SCORES_FN, scratch, q, n_kv, 0, n_kv, (const unsigned char *)k, nkv, group, scale);       \
+        ER_ATT_KV_CASES_(SUMS_FN, out, scratch, n_kv, (const unsigned char *)v, nkv, group);                       \
+    } while (0)
+
+#define ER_ATTENTION_SCORES(LANES, SCORES_FN)                                                                      \
+    do {                                                                                                           \
+        if (head_dim <= 0 || head_dim % (LANES) || t0 >= t1)                                                       \
+            er_gen_attention_scores(sc, q, n_kv, t0, t1, k, kv_type, kv_stride, nkv, group, head_dim, scale);      \
         else                                                                                                       \
-            WALK(out, q, n_kv, kb_, vb_, kv_stride * 2, nkv, group, head_dim, scale, scratch, 1);                  \
+            ER_ATT_KV_CASES_(SCORES_FN, sc, q, n_kv, t0, t1, (const unsigned char *)k, nkv, group, scale);         \
+    } while (0)
+
+#define ER_ATTENTION_SUMS(LANES, SUMS_FN)                                                                          \
+    do {                                                                                                           \
+        if (head_dim <= 0 || head_dim % (LANES) || n_kv < 1)                                                       \
+            er_gen_attention_sums(out, sc, n_kv, v, kv_type, kv_stride, nkv, group, head_dim);                     \
+        else                                                                                                       \
+            ER_ATT_KV_CASES_(SUMS_FN, out, sc, n_kv, (const unsigned char *)v, nkv, group);                        \
     } while (0)
 
 #endif

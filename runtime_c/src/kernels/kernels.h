@@ -26,6 +26,9 @@
  * 64-wide head are 8 KiB, in L1 beside the queries' state. A multiple of 8
  * (the AVX2 kernel's score groups must not straddle two blocks). */
 #define ER_ATT_BLOCK 32
+/* attention_scores/attention_sums match attention_heads bit for bit for
+ * head sizes a multiple of this (every table's float lanes divide it) */
+#define ER_ATT_SPLIT_LANES 16
 
 typedef uint16_t er_f16;      /* IEEE half, stored bits */
 typedef uint16_t er_bf16;     /* bfloat16, stored bits */
@@ -203,6 +206,24 @@ typedef struct er_kernels {
      */
     void (*attention_heads)(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                             size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
+
+    /*
+     * attention_heads in two halves, so that a decode step's threads can
+     * share one layer's attention with every result as on one thread
+     * (forward.c, er_att_split): attention_scores writes the scores of rows
+     * [t0, t1) for every query head into sc (query i at sc + i * n_kv, the
+     * same layout attention_heads uses in its scratch), t0 a multiple of 8
+     * and t1 a multiple of 8 or n_kv; any split of [0, n_kv) into such
+     * ranges writes the same floats. attention_sums then takes each query's
+     * softmax in place and writes out over all n_kv rows: called once per
+     * K/V head range ([0, n_kv) scored first), it gives attention_heads'
+     * results bit for bit, for head_dim a multiple of ER_ATT_SPLIT_LANES
+     * (other sizes are computed, but as generic computes them).
+     */
+    void (*attention_scores)(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
+                             size_t kv_stride, int nkv, int group, int head_dim, float scale);
+    void (*attention_sums)(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
+                           int group, int head_dim);
 
     /* float <-> f16 rows (KV cache stores) */
     void (*f32_to_f16)(const float *x, er_f16 *y, int n);

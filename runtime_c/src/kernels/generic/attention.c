@@ -55,3 +55,43 @@ void er_gen_attention_heads(float *out, const float *q, int n_kv, const void *k,
                             size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
     ER_ATTENTION_HEADS_LOOP(er_gen_attention);
 }
+
+/* attention_heads' halves, with er_gen_attention's arithmetic per query:
+ * the generic table's entries, and what the SIMD tables fall back to for
+ * head sizes their walk does not take. */
+void er_gen_attention_scores(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
+                             size_t kv_stride, int nkv, int group, int head_dim, float scale) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? sizeof(er_f16) : sizeof(float);
+    for (int i = 0; i < nkv * group; i++) {
+        const unsigned char *kb = (const unsigned char *)k + (size_t)(i / group) * head_dim * esz;
+        const float *qi = q + (size_t)i * head_dim;
+        for (int t = t0; t < t1; t++) {
+            const void *kr = kb + (size_t)t * kv_stride * esz;
+            float d = f16 ? er_gen_dot_f16(head_dim, kr, qi) : er_gen_dot_f32(head_dim, kr, qi);
+            sc[(size_t)i * n_kv + t] = scale * d;
+        }
+    }
+}
+
+void er_gen_attention_sums(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
+                           int group, int head_dim) {
+    const int f16 = kv_type == ER_KV_F16;
+    const size_t esz = f16 ? sizeof(er_f16) : sizeof(float);
+    for (int i = 0; i < nkv * group; i++) {
+        const unsigned char *vb = (const unsigned char *)v + (size_t)(i / group) * head_dim * esz;
+        float *scores = sc + (size_t)i * n_kv, *o = out + (size_t)i * head_dim;
+        er_gen_softmax(scores, n_kv);
+        memset(o, 0, (size_t)(head_dim > 0 ? head_dim : 0) * sizeof(float));
+        for (int t = 0; t < n_kv; t++) {
+            const float p = scores[t];
+            if (f16) {
+                const er_f16 *vr = (const er_f16 *)(const void *)(vb + (size_t)t * kv_stride * esz);
+                for (int j = 0; j < head_dim; j++) o[j] += p * er_half_to_float(vr[j]);
+            } else {
+                const float *vr = (const float *)(const void *)(vb + (size_t)t * kv_stride * esz);
+                for (int j = 0; j < head_dim; j++) o[j] += p * vr[j];
+            }
+        }
+    }
+}

@@ -50,6 +50,10 @@ void er_gen_attention_multi(float *const *out, const float *const *q, const int 
                             const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch);
 void er_gen_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                             size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
+void er_gen_attention_scores(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
+                             size_t kv_stride, int nkv, int group, int head_dim, float scale);
+void er_gen_attention_sums(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
+                           int group, int head_dim);
 void er_gen_f32_to_f16(const float *x, er_f16 *y, int n);
 void er_gen_f16_to_f32(const er_f16 *x, float *y, int n);
 

@@ -48,6 +48,8 @@ static const er_kernels k_generic = {
     .attention = er_gen_attention,
     .attention_multi = er_gen_attention_multi,
     .attention_heads = er_gen_attention_heads,
+    .attention_scores = er_gen_attention_scores,
+    .attention_sums = er_gen_attention_sums,
     .f32_to_f16 = er_gen_f32_to_f16,
     .f16_to_f32 = er_gen_f16_to_f32,
 };

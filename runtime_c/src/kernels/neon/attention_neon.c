@@ -25,6 +25,7 @@
 #include "neon.h"
 #include "edgerun.h" /* ER_KV_F16 */
 #include "../attention_paths.h"
+#include "../generic/generic.h"
 
 #define AI inline __attribute__((always_inline))
 
@@ -316,12 +317,27 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
     few_wsum_head(o, p, vh, row_bytes, t0, t1, head_dim, c, f16, 0);
 }
 
-static AI void heads_x4(float *out, const float *q, int n_kv, const unsigned char *kb, const unsigned char *vb,
-                        size_t row_bytes, int nkv, int group, int head_dim, float scale, float *sc, const int f16) {
-    ER_ATTENTION_HEADS_WALK(heads_scores, heads_sums, dot1, er_neon_softmax, prefetch_l2);
+static AI void scores_x4(float *sc, const float *q, int n_kv, int t0, int t1, const unsigned char *kb, int nkv,
+                         int group, float scale, size_t row_bytes, int head_dim, const int f16) {
+    ER_ATTENTION_SCORES_WALK(heads_scores, dot1, prefetch_l2);
+}
+
+static AI void sums_x4(float *out, float *sc, int n_kv, const unsigned char *vb, int nkv, int group, size_t row_bytes,
+                       int head_dim, const int f16) {
+    ER_ATTENTION_SUMS_WALK(heads_sums, er_neon_softmax, prefetch_l2);
 }
 
 void er_neon_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                              size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
-    ER_ATTENTION_HEADS(4, heads_x4, er_neon_attention);
+    ER_ATTENTION_HEADS(4, scores_x4, sums_x4, er_neon_attention);
+}
+
+void er_neon_attention_scores(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
+                              size_t kv_stride, int nkv, int group, int head_dim, float scale) {
+    ER_ATTENTION_SCORES(4, scores_x4);
+}
+
+void er_neon_attention_sums(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
+                            int group, int head_dim) {
+    ER_ATTENTION_SUMS(4, sums_x4);
 }

@@ -53,6 +53,10 @@ void er_neon_attention_multi(float *const *out, const float *const *q, const int
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch);
 void er_neon_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                              size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
+void er_neon_attention_scores(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
+                              size_t kv_stride, int nkv, int group, int head_dim, float scale);
+void er_neon_attention_sums(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
+                            int group, int head_dim);
 
 #if defined(__ARM_NEON)
 #include <arm_neon.h>

@@ -45,6 +45,8 @@
         .rope_cs = er_neon_rope_cs,\
         .add = er_neon_add, .attention = er_neon_attention, .attention_multi = er_neon_attention_multi,           \
         .attention_heads = er_neon_attention_heads,                                                                \
+        .attention_scores = er_neon_attention_scores,                                                              \
+        .attention_sums = er_neon_attention_sums,                                                                  \
         .f32_to_f16 = er_neon_f32_to_f16,                                                                          \
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
         /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \

@@ -61,6 +61,8 @@ static er_kernels k_sve = {
     .attention = er_neon_attention,
     .attention_multi = er_neon_attention_multi,
     .attention_heads = er_neon_attention_heads,
+    .attention_scores = er_neon_attention_scores,
+    .attention_sums = er_neon_attention_sums,
     .f32_to_f16 = er_neon_f32_to_f16,
     .f16_to_f32 = er_neon_f16_to_f32,
     /* repack_rows (G) is set by fill_rows */

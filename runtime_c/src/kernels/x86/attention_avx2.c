@@ -8,6 +8,7 @@
 #include "avx2.h"
 #include "edgerun.h" /* ER_KV_F16 */
 #include "../attention_paths.h"
+#include "../generic/generic.h"
 
 #define AI inline __attribute__((always_inline))
 
@@ -392,7 +393,8 @@ void er_avx2_attention_multi(float *const *out, const float *const *q, const int
  * flushed by a 96 MiB read between tokens (min of 35 against the per-head
  * loop): 128 positions 0.35 -> 0.31 ms (warm 0.18 -> 0.10), 512 positions
  * 1.32 -> 1.11, 1,000 positions 2.61 -> 2.04. The walk itself, shared
- * with NEON, is ER_ATTENTION_HEADS_WALK in attention_paths.h.
+ * with NEON, is ER_ATTENTION_SCORES_WALK then ER_ATTENTION_SUMS_WALK in
+ * attention_paths.h; attention_scores and attention_sums are its halves.
  */
 
 /* c (1-3) query heads of one K/V head: scores of rows [t, t + 8), or their
@@ -445,12 +447,27 @@ static AI float dot1(int head_dim, const void *row, const float *q, const int f1
     return f16 ? er_avx2_dot_f16(head_dim, row, q) : er_avx2_dot_f32(head_dim, row, q);
 }
 
-static AI void heads_x8(float *out, const float *q, int n_kv, const unsigned char *kb, const unsigned char *vb,
-                        size_t row_bytes, int nkv, int group, int head_dim, float scale, float *sc, const int f16) {
-    ER_ATTENTION_HEADS_WALK(heads_scores, heads_sums, dot1, er_avx2_softmax, prefetch_l2);
+static AI void scores_x8(float *sc, const float *q, int n_kv, int t0, int t1, const unsigned char *kb, int nkv,
+                         int group, float scale, size_t row_bytes, int head_dim, const int f16) {
+    ER_ATTENTION_SCORES_WALK(heads_scores, dot1, prefetch_l2);
+}
+
+static AI void sums_x8(float *out, float *sc, int n_kv, const unsigned char *vb, int nkv, int group, size_t row_bytes,
+                       int head_dim, const int f16) {
+    ER_ATTENTION_SUMS_WALK(heads_sums, er_avx2_softmax, prefetch_l2);
 }
 
 void er_avx2_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                              size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
-    ER_ATTENTION_HEADS(8, heads_x8, er_avx2_attention);
+    ER_ATTENTION_HEADS(8, scores_x8, sums_x8, er_avx2_attention);
+}
+
+void er_avx2_attention_scores(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
+                              size_t kv_stride, int nkv, int group, int head_dim, float scale) {
+    ER_ATTENTION_SCORES(8, scores_x8);
+}
+
+void er_avx2_attention_sums(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
+                            int group, int head_dim) {
+    ER_ATTENTION_SUMS(8, sums_x8);
 }

@@ -91,6 +91,10 @@ void er_avx2_attention_multi(float *const *out, const float *const *q, const int
                              const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch);
 void er_avx2_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                              size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
+void er_avx2_attention_scores(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
+                              size_t kv_stride, int nkv, int group, int head_dim, float scale);
+void er_avx2_attention_sums(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
+                            int group, int head_dim);
 void er_avx2_f32_to_f16(const float *x, er_f16 *y, int n);
 void er_avx2_f16_to_f32(const er_f16 *x, float *y, int n);
 void er_avx2_dequant_f16(const void *src, float *dst, int n);

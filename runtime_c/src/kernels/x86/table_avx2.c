@@ -51,6 +51,8 @@ static const er_kernels k_avx2 = {
     .attention = er_avx2_attention,
     .attention_multi = er_avx2_attention_multi,
     .attention_heads = er_avx2_attention_heads,
+    .attention_scores = er_avx2_attention_scores,
+    .attention_sums = er_avx2_attention_sums,
     .f32_to_f16 = er_avx2_f32_to_f16,
     .f16_to_f32 = er_avx2_f16_to_f32,
     /* 8-row interleaved layouts: kernels/x86/repack_*.c say why each pays */
