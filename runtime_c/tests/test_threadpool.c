@@ -12,7 +12,9 @@
  *    threads than CPUs (the blocking path), started and stopped repeatedly;
  *  - two sessions of one model (2 pool threads, trace ring on) decoding from
  *    two threads at once, plus a third thread reading the trace: each
- *    session's greedy tokens equal a run made alone.
+ *    session's greedy tokens equal a run made alone;
+ *  - decode steps past 256 positions at 2 and 3 threads, whose attention
+ *    is split in two dispatches: logits equal one thread's.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -163,6 +165,48 @@ static void two_sessions(const char *path) {
     er_model_close(m);
 }
 
+/* ---- a decode step split over the pool -------------------------------------------- */
+
+/* Past 256 cached positions, a model with fewer than 4 K/V heads per thread
+ * splits each decode step's attention in two dispatches over the pool
+ * (model.h, er_att_split): K rows scored into the threads' shared scratch,
+ * then V summed by head ranges. The logits must equal one thread's bit for
+ * bit; under TSan a missing hand-off between the two dispatches is a race. */
+#define LONG_PROMPT 270
+#define LONG_STEPS 8
+#define LONG_VOCAB 16 /* the embedded model's */
+
+static int long_decode(const char *path, int n_threads, float *logits) {
+    er_options o;
+    er_options_default(&o);
+    o.n_ctx = LONG_PROMPT + LONG_STEPS;
+    o.n_threads = n_threads;
+    er_model *m = NULL;
+    er_session *s = NULL;
+    int rc = er_model_open(path, &o, &m);
+    if (!rc) rc = er_session_new(m, &s);
+    int32_t ids[LONG_PROMPT + LONG_STEPS];
+    for (int i = 0; i < LONG_PROMPT + LONG_STEPS; i++) ids[i] = 3 + (i * 7) % (LONG_VOCAB - 3);
+    if (!rc) rc = er_decode(s, ids, LONG_PROMPT, NULL);
+    for (int i = 0; !rc && i < LONG_STEPS; i++) {
+        float *last = NULL;
+        rc = er_decode(s, &ids[LONG_PROMPT + i], 1, &last);
+        if (!rc) memcpy(logits + (size_t)i * LONG_VOCAB, last, LONG_VOCAB * sizeof(float));
+    }
+    er_session_free(s);
+    er_model_close(m);
+    return rc;
+}
+
+static void split_decode(const char *path) {
+    static float one[LONG_STEPS * LONG_VOCAB], many[LONG_STEPS * LONG_VOCAB];
+    CHECK(long_decode(path, 1, one) == ER_OK, "long decode, 1 thread: %s", er_last_error());
+    for (int t = 2; t <= 3; t++) {
+        CHECK(long_decode(path, t, many) == ER_OK, "long decode, %d threads: %s", t, er_last_error());
+        CHECK(memcmp(one, many, sizeof one) == 0, "long decode: logits at %d threads differ from 1 thread's", t);
+    }
+}
+
 int main(int argc, char **argv) {
     /* Rounds stay modest: under TSan every dispatch costs ~100x. */
     long joins = 0;
@@ -175,7 +219,11 @@ int main(int argc, char **argv) {
     /* Without joins the races this test looks for could not happen. */
     CHECK(joins > 0, "no worker ever joined a dispatch in %d dispatches", 3 * 4300);
     printf("workers joined %ld dispatches\n", joins);
-    if (argc > 1) two_sessions(argv[1]);
-    else printf("no model given: skipping the two-session part\n");
+    if (argc > 1) {
+        two_sessions(argv[1]);
+        split_decode(argv[1]);
+    } else {
+        printf("no model given: skipping the two-session and split-decode parts\n");
+    }
     return test_summary();
 }
