@@ -111,9 +111,10 @@ static inline int er_att_heads(const er_dims *d, int n_threads) {
  * positions, for head sizes the split keeps bit for bit, and while every
  * query's scores fit in the threads' scratch taken as one buffer. Returns
  * the rows per item, or 0. Measured at 2 threads on 4 K/V heads against
- * the items above (medians of 3, alternating): decoding from 300 positions
- * 606 against 611 tok/s, from 700 552 against 489, from 1,536 421 against
- * 324; the second dispatch is what shorter caches would not repay. */
+ * the items above, alternating runs: decoding from 300 positions 606
+ * against 611 tok/s, from 700 552 against 489 (medians of 3), from 1,536
+ * 438 against 337 (of 4); the second dispatch is what shorter caches
+ * would not repay. */
 #define ER_ATT_SPLIT_MIN 256
 static inline int er_att_split(const er_dims *d, int n_threads, int n_kv) {
     if (n_threads < 2 || n_kv < ER_ATT_SPLIT_MIN || d->head_dim % ER_ATT_SPLIT_LANES || er_att_heads(d, n_threads))
