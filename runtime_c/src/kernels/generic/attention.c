@@ -15,31 +15,8 @@
 
 void er_gen_attention(float *out, const float *q, const void *k, const void *v, int kv_type,
                       size_t kv_stride, int n_kv, int head_dim, float scale, float *scores) {
-    const int f16 = kv_type == ER_KV_F16;
-    const size_t esz = f16 ? sizeof(er_f16) : sizeof(float);
-    const unsigned char *kb = k;
-    const unsigned char *vb = v;
-
-    for (int t = 0; t < n_kv; t++) {
-        const void *kr = kb + (size_t)t * kv_stride * esz;
-        float d = f16 ? er_gen_dot_f16(head_dim, kr, q) : er_gen_dot_f32(head_dim, kr, q);
-        scores[t] = scale * d;
-    }
-    er_gen_softmax(scores, n_kv);
-
-    memset(out, 0, (size_t)(head_dim > 0 ? head_dim : 0) * sizeof(float));
-    for (int t = 0; t < n_kv; t++) {
-        const float p = scores[t];
-        if (f16) {
-            const er_f16 *vr = (const er_f16 *)(const void *)(vb + (size_t)t * kv_stride * esz);
-            for (int j = 0; j < head_dim; j++)
-                out[j] += p * er_half_to_float(vr[j]);
-        } else {
-            const float *vr = (const float *)(const void *)(vb + (size_t)t * kv_stride * esz);
-            for (int j = 0; j < head_dim; j++)
-                out[j] += p * vr[j];
-        }
-    }
+    er_gen_attention_scores(scores, q, n_kv, 0, n_kv, k, kv_type, kv_stride, 1, 1, head_dim, scale);
+    er_gen_attention_sums(out, scores, n_kv, v, kv_type, kv_stride, 1, 1, head_dim);
 }
 
 /* The reference for attention_multi: the one-query kernel per query, which
@@ -56,9 +33,9 @@ void er_gen_attention_heads(float *out, const float *q, int n_kv, const void *k,
     ER_ATTENTION_HEADS_LOOP(er_gen_attention);
 }
 
-/* attention_heads' halves, with er_gen_attention's arithmetic per query:
- * the generic table's entries, and what the SIMD tables fall back to for
- * head sizes their walk does not take. */
+/* attention_heads' halves, and the two passes of er_gen_attention above
+ * (one query: nkv = group = 1): the generic table's entries, and what the
+ * SIMD tables fall back to for head sizes their walk does not take. */
 void er_gen_attention_scores(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
                              size_t kv_stride, int nkv, int group, int head_dim, float scale) {
     const int f16 = kv_type == ER_KV_F16;
