@@ -136,6 +136,12 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
  */
 #define ER_ATT_HEADS_PF_BLOCKS 2
 
+/* The first c (1-3) of three rows stride floats apart, as an initializer:
+ * the SCORES and SUMS kernels' pointer sets. Set, not looped (a loop cost
+ * the AVX2 walk 2-3% warm), and past c the first row again, so no pointer
+ * leaves its buffer. */
+#define ER_ATT_FIRST3(p, stride, c) {(p), (c) > 1 ? (p) + (stride) : (p), (c) > 2 ? (p) + 2 * (size_t)(stride) : (p)}
+
 #define ER_ATT_BY_THREES_(F, ...)                                                                                  \
     switch (group - i_ < 3 ? group - i_ : 3) {                                                                     \
     case 1: F(__VA_ARGS__, 1, f16); break;                                                                         \

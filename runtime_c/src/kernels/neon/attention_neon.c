@@ -297,11 +297,8 @@ static AI void heads_scores(float *sc, int n_kv, const float *q, const unsigned 
         scores8(sc + t, kh + (size_t)t * row_bytes, row_bytes, q, head_dim, scale, f16);
         return;
     }
-    /* set, not looped: GCC keeps these in registers (the loop cost the
-     * row walk 2-3% warm); only the first c are formed, so no pointer
-     * leaves its buffer */
-    float *const s[3] = {sc, c > 1 ? sc + n_kv : sc, c > 2 ? sc + 2 * (size_t)n_kv : sc};
-    const float *const qs[3] = {q, c > 1 ? q + head_dim : q, c > 2 ? q + 2 * (size_t)head_dim : q};
+    float *const s[3] = ER_ATT_FIRST3(sc, n_kv, c);
+    const float *const qs[3] = ER_ATT_FIRST3(q, head_dim, c);
     few4(s, qs, kh, row_bytes, t, head_dim, scale, c, f16);
     few4(s, qs, kh, row_bytes, t + 4, head_dim, scale, c, f16);
 }
@@ -312,8 +309,8 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
         wsum_head(out, vh + (size_t)t0 * row_bytes, row_bytes, sc + t0, t1 - t0, head_dim, f16, t0 == 0, 0);
         return;
     }
-    float *const o[3] = {out, c > 1 ? out + head_dim : out, c > 2 ? out + 2 * (size_t)head_dim : out};
-    const float *const p[3] = {sc, c > 1 ? sc + n_kv : sc, c > 2 ? sc + 2 * (size_t)n_kv : sc};
+    float *const o[3] = ER_ATT_FIRST3(out, head_dim, c);
+    const float *const p[3] = ER_ATT_FIRST3(sc, n_kv, c);
     few_wsum_head(o, p, vh, row_bytes, t0, t1, head_dim, c, f16, 0);
 }
 

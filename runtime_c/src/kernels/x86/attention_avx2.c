@@ -406,19 +406,16 @@ static AI void heads_scores(float *sc, int n_kv, const float *q, const unsigned 
                                                scores8(kh + (size_t)t * row_bytes, row_bytes, q, head_dim, f16)));
         return;
     }
-    /* set, not looped: GCC keeps these in registers (the loop cost the
-     * row walk 2-3% warm); only the first c are formed, so no pointer
-     * leaves its buffer */
-    float *const s[3] = {sc, c > 1 ? sc + n_kv : sc, c > 2 ? sc + 2 * (size_t)n_kv : sc};
-    const float *const qs[3] = {q, c > 1 ? q + head_dim : q, c > 2 ? q + 2 * (size_t)head_dim : q};
+    float *const s[3] = ER_ATT_FIRST3(sc, n_kv, c);
+    const float *const qs[3] = ER_ATT_FIRST3(q, head_dim, c);
     few4(s, qs, kh, row_bytes, t, head_dim, scale, c, f16);
     few4(s, qs, kh, row_bytes, t + 4, head_dim, scale, c, f16);
 }
 
 static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned char *vh, size_t row_bytes, int t0,
                           int t1, int head_dim, const int c, const int f16) {
-    float *const o[3] = {out, c > 1 ? out + head_dim : out, c > 2 ? out + 2 * (size_t)head_dim : out};
-    const float *const p[3] = {sc, c > 1 ? sc + n_kv : sc, c > 2 ? sc + 2 * (size_t)n_kv : sc};
+    float *const o[3] = ER_ATT_FIRST3(out, head_dim, c);
+    const float *const p[3] = ER_ATT_FIRST3(sc, n_kv, c);
     /* output vectors per pass: c x nv sums, nv V vectors and a weight in
      * the 16 registers (as few_x8) */
     const int nv = c == 1 ? 8 : c == 2 ? 4 : 2;
