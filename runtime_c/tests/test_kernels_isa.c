@@ -489,7 +489,9 @@ static void check_attention(const er_kernels *k, const er_kernels *g) {
 /* attention_multi against the same table's attention once per query: bit
  * for bit, with the queries' spans mixed (a causal prefill block: each
  * query one position further than the one before, grouped heads sharing
- * one) and spans crossing ER_ATT_BLOCK boundaries or ending inside one. */
+ * one) and spans crossing ER_ATT_BLOCK boundaries or ending inside one:
+ * near the cache's end, and from position 0 (a prompt's first tokens,
+ * whose diagonal is in the first block). */
 static void check_attention_multi(const er_kernels *k) {
     enum { T = 3 * ER_ATT_BLOCK + 11, HD = 128, STRIDE = 2 * HD + 8, NQ = 24 };
     static float kf[T * STRIDE], vf[T * STRIDE];
@@ -500,11 +502,11 @@ static void check_attention_multi(const er_kernels *k) {
     /* groups: 1 and 3 query heads per K/V head, and all nq queries at one
      * position (a decode step's group: the few-query path from 2 on) */
     static const int hds[] = {64, 80, 128, 20}, nqs[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 24};
-    for (int kv = 0; kv < 2; kv++)
+    for (int kv = 0; kv < 4; kv++)
         for (int a = 0; a < 4; a++)
             for (int c = 0; c < 10; c++)
                 for (int gi = 0; gi < 3; gi++) {
-                    const int hd = hds[a], nq = nqs[c], group = gi == 2 ? nq : 1 + 2 * gi;
+                    const int hd = hds[a], nq = nqs[c], group = gi == 2 ? nq : 1 + 2 * gi, from0 = kv / 2;
                     float *out[NQ];
                     const float *qp[NQ];
                     int n_kv[NQ];
@@ -513,12 +515,13 @@ static void check_attention_multi(const er_kernels *k) {
                         qp[i] = q[i];
                         out[i] = o1[i];
                         /* token i / group of the block sees one position more than the
-                         * one before it, the last all T; one query: 1, 30, 59 or 88 */
-                        n_kv[i] = nq == 1 ? 1 + (a * 29) % T : T - (nq - 1) / group + i / group;
+                         * one before it, the last all T (or the first 1 from 0); one
+                         * query: 1, 30, 59 or 88 */
+                        n_kv[i] = nq == 1 ? 1 + (a * 29) % T : from0 ? 1 + i / group : T - (nq - 1) / group + i / group;
                     }
-                    const void *kk = kv ? (const void *)kh : (const void *)kf;
-                    const void *vv = kv ? (const void *)vh : (const void *)vf;
-                    const int kvt = kv ? ER_KV_F16 : ER_KV_F32;
+                    const void *kk = kv % 2 ? (const void *)kh : (const void *)kf;
+                    const void *vv = kv % 2 ? (const void *)vh : (const void *)vf;
+                    const int kvt = kv % 2 ? ER_KV_F16 : ER_KV_F32;
                     const float scale = 1.0f / sqrtf((float)hd);
                     k->attention_multi(out, qp, n_kv, nq, kk, vv, kvt, STRIDE, hd, scale, scratch);
                     for (int i = 0; i < nq; i++) {
@@ -527,7 +530,7 @@ static void check_attention_multi(const er_kernels *k) {
                     }
                     calls++;
                 }
-    CHECK(calls == 240 && bad == 0, "%s: attention_multi differs from attention per query in %d outputs", k->name,
+    CHECK(calls == 480 && bad == 0, "%s: attention_multi differs from attention per query in %d outputs", k->name,
           bad);
 }
 

@@ -9,7 +9,8 @@
  *                V vector converted once for them.
  *   ER_ATT_COPY  8 or more queries at different positions (the tokens of a
  *                prefill chunk): each block of ER_ATT_BLOCK rows converted
- *                once into floats, every query run over the copy.
+ *                once into floats, the queries run over the copy three at
+ *                a time (ER_ATTENTION_COPY_WALK).
  *   ER_ATT_ONE   anything else: the one-query kernel per query.
  *
  * Measured on the AVX2 table (Zen 4), 12 layers, 4 K/V heads, F16, caches
@@ -84,6 +85,94 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
             for (int i_ = 0; i_ < nq; i_++)                                                                        \
                 ONE(out[i_], q[i_], k, v, kv_type, kv_stride, n_kv[i_], head_dim, scale, scratch);                 \
             break;                                                                                                 \
+        }                                                                                                          \
+    } while (0)
+
+/*
+ * The copy path's walk (ER_ATT_COPY), the body of a table's always-inline
+ * COPY, whose parameters it names (out, q, n_kv, nq, kb, vb, row_bytes,
+ * head_dim, scale, scratch, f16). Each block of ER_ATT_BLOCK rows is
+ * converted once into floats at the scratch (in L1), and the queries take
+ * their scores, later their weighted sums, from that copy three at a time
+ * as the few path does from the cache: each K vector loaded once for three
+ * queries' FMAs, each V vector once for three outputs. The rows all three
+ * see go together; the rows only some see (the causal diagonal) go query
+ * by query. Bit-identical to the one-query kernel per query: the same
+ * groups of 8 rows (FEW4 reduces each position as ONE8 does; blocks start
+ * at multiples of 8), DOT for the rows after the last group, the same
+ * softmax, and each output vector one chain of FMAs in position order,
+ * carried across blocks through out[] (a float stored and loaded back is
+ * exact). The table supplies, always-inline, with c (1-3) and f16 constant
+ * arguments:
+ *   ROWS(buf, base, row_bytes, t0, nb, n_max, head_dim, f16)  rows
+ *       [t0, t0 + nb) as floats at buf, head_dim apart;
+ *   FEW4(s, q, kb, row_bytes, t, head_dim, scale, c, f16)  c queries'
+ *       scores of rows [t, t + 4), at s[i] + t;
+ *   ONE8(s, kb, row_bytes, q, head_dim, scale, f16)  one query's scores
+ *       of the 8 rows at kb, at s;
+ *   DOT, SOFTMAX as for the row walk;
+ *   SUMS(out, p, vb, row_bytes, t0, t1, head_dim, c, f16, first)  c
+ *       queries' output chains over rows [t0, t1), started when first.
+ * Against one query at a time over the copy (Zen 4, 1 thread): attention
+ * in the 1,536-token prefill of `make bench-long` 779 -> 736 ms (traced,
+ * medians of 8 alternating runs); 15 queries of 64 over 1,400 F16 rows in
+ * a standalone loop 458 -> 357 us (min of 200), a gain the model does not
+ * see: there the one-query loop already ran at ~29 GMAC/s, this at ~31.
+ */
+#define ER_ATT_COPY_LIMS_(PTRS)                                                                                    \
+    const int c_ = nq - i_ < 3 ? nq - i_ : 3;                                                                      \
+    int lim_[3], both_ = nb_;                                                                                      \
+    for (int u_ = 0; u_ < c_; u_++) {                                                                              \
+        PTRS[u_] = sc_ + (size_t)(i_ + u_) * n_max_ + t0_;                                                         \
+        lim_[u_] = n_kv[i_ + u_] - t0_ < nb_ ? n_kv[i_ + u_] - t0_ : nb_;                                          \
+        both_ = lim_[u_] < both_ ? lim_[u_] : both_;                                                               \
+    }                                                                                                              \
+    both_ = both_ > 0 ? both_ : 0;
+
+#define ER_ATTENTION_COPY_WALK(ROWS, FEW4, ONE8, DOT, SOFTMAX, SUMS)                                               \
+    do {                                                                                                           \
+        int n_max_ = 0;                                                                                            \
+        for (int i_ = 0; i_ < nq; i_++) n_max_ = n_kv[i_] > n_max_ ? n_kv[i_] : n_max_;                            \
+        float *const buf_ = scratch, *const sc_ = scratch + (size_t)ER_ATT_BLOCK * head_dim;                       \
+        const unsigned char *const cb_ = (const unsigned char *)buf_;                                              \
+        const size_t fb_ = (size_t)head_dim * 4; /* a copied row's bytes */                                        \
+        for (int t0_ = 0; t0_ < n_max_; t0_ += ER_ATT_BLOCK) {                                                     \
+            const int nb_ = n_max_ - t0_ < ER_ATT_BLOCK ? n_max_ - t0_ : ER_ATT_BLOCK;                             \
+            ROWS(buf_, kb, row_bytes, t0_, nb_, n_max_, head_dim, f16);                                            \
+            for (int i_ = 0; i_ < nq; i_ += 3) {                                                                   \
+                float *s_[3];                                                                                      \
+                ER_ATT_COPY_LIMS_(s_)                                                                              \
+                const int groups_ = c_ > 1 ? both_ / 8 * 8 : 0; /* one query: ONE8's 8 chains */                  \
+                for (int t_ = 0; t_ < groups_; t_ += 4)                                                            \
+                    if (c_ == 2)                                                                                   \
+                        FEW4(s_, q + i_, cb_, fb_, t_, head_dim, scale, 2, 0);                                     \
+                    else                                                                                           \
+                        FEW4(s_, q + i_, cb_, fb_, t_, head_dim, scale, 3, 0);                                     \
+                for (int u_ = 0; u_ < c_; u_++) {                                                                  \
+                    int t_ = groups_;                                                                              \
+                    for (; t_ + 8 <= lim_[u_]; t_ += 8)                                                            \
+                        ONE8(s_[u_] + t_, cb_ + t_ * fb_, fb_, q[i_ + u_], head_dim, scale, 0);                    \
+                    for (; t_ < lim_[u_]; t_++) s_[u_][t_] = scale * DOT(head_dim, cb_ + t_ * fb_, q[i_ + u_], 0); \
+                }                                                                                                  \
+            }                                                                                                      \
+        }                                                                                                          \
+        for (int i_ = 0; i_ < nq; i_++) SOFTMAX(sc_ + (size_t)i_ * n_max_, n_kv[i_]);                              \
+        for (int t0_ = 0; t0_ < n_max_; t0_ += ER_ATT_BLOCK) {                                                     \
+            const int nb_ = n_max_ - t0_ < ER_ATT_BLOCK ? n_max_ - t0_ : ER_ATT_BLOCK;                             \
+            ROWS(buf_, vb, row_bytes, t0_, nb_, n_max_, head_dim, f16);                                            \
+            for (int i_ = 0; i_ < nq; i_ += 3) {                                                                   \
+                const float *p_[3];                                                                                \
+                ER_ATT_COPY_LIMS_(p_)                                                                              \
+                switch (both_ ? c_ : 0) {                                                                          \
+                case 1: SUMS(out + i_, p_, cb_, fb_, 0, both_, head_dim, 1, 0, t0_ == 0); break;                   \
+                case 2: SUMS(out + i_, p_, cb_, fb_, 0, both_, head_dim, 2, 0, t0_ == 0); break;                   \
+                case 3: SUMS(out + i_, p_, cb_, fb_, 0, both_, head_dim, 3, 0, t0_ == 0); break;                   \
+                default: break;                                                                                    \
+                }                                                                                                  \
+                for (int u_ = 0; u_ < c_; u_++)                                                                    \
+                    if (lim_[u_] > both_)                                                                          \
+                        SUMS(out + i_ + u_, p_ + u_, cb_, fb_, both_, lim_[u_], head_dim, 1, 0, t0_ == 0 && !both_); \
+            }                                                                                                      \
         }                                                                                                          \
     } while (0)
 

@@ -154,38 +154,6 @@ static AI void rows_to_f32(float *buf, const unsigned char *base, size_t row_byt
     }
 }
 
-static AI void multi_x4(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
-                        const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
-                        const int f16) {
-    int n_max = 0;
-    for (int i = 0; i < nq; i++) n_max = n_kv[i] > n_max ? n_kv[i] : n_max;
-    float *buf = scratch, *sc = scratch + (size_t)ER_ATT_BLOCK * head_dim;
-    const size_t fb = (size_t)head_dim * 4; /* a converted row's bytes */
-    for (int t0 = 0; t0 < n_max; t0 += ER_ATT_BLOCK) {
-        const int nb = n_max - t0 < ER_ATT_BLOCK ? n_max - t0 : ER_ATT_BLOCK;
-        rows_to_f32(buf, kb, row_bytes, t0, nb, n_max, head_dim, f16);
-        for (int i = 0; i < nq; i++) {
-            const int lim = n_kv[i] - t0 < nb ? n_kv[i] - t0 : nb;
-            float *s = sc + (size_t)i * n_max + t0;
-            int t = 0;
-            for (; t + 8 <= lim; t += 8)
-                scores8(s + t, (const unsigned char *)(buf + (size_t)t * head_dim), fb, q[i], head_dim, scale, 0);
-            for (; t < lim; t++) s[t] = scale * er_neon_dot_f32(head_dim, buf + (size_t)t * head_dim, q[i]);
-        }
-    }
-    for (int i = 0; i < nq; i++) er_neon_softmax(sc + (size_t)i * n_max, n_kv[i]);
-    for (int t0 = 0; t0 < n_max; t0 += ER_ATT_BLOCK) {
-        const int nb = n_max - t0 < ER_ATT_BLOCK ? n_max - t0 : ER_ATT_BLOCK;
-        rows_to_f32(buf, vb, row_bytes, t0, nb, n_max, head_dim, f16);
-        for (int i = 0; i < nq; i++) {
-            const int lim = n_kv[i] - t0 < nb ? n_kv[i] - t0 : nb;
-            if (lim > 0)
-                wsum_head(out[i], (const unsigned char *)buf, fb, sc + (size_t)i * n_max + t0, lim, head_dim, 0,
-                          t0 == 0, 0);
-        }
-    }
-}
-
 /*
  * A decode step's group (the query heads of one K/V head, all at one
  * position), up to 3 at a time in registers, each K and V vector converted
@@ -228,13 +196,14 @@ static AI void few_scores(float *const *s, const float *const *q, const unsigned
 }
 
 /* out[i][j0 .. j0 + 4 * nv) = sum_t p[i][t] v_t for c queries over rows
- * [t0, t1), started from zero at t0 = 0 or continued from out[]; rows
+ * [t0, t1), started from zero when first or continued from out[]; rows
  * prefetched ahead when prefetch */
 static AI void few_wsum(float *const *out, const float *const *p, const unsigned char *vb, size_t row_bytes, int t0,
-                        int t1, int j0, const int nv, const int c, const int f16, const int prefetch) {
+                        int t1, int j0, const int nv, const int c, const int f16, const int prefetch,
+                        const int first) {
     float32x4_t o[3][8];
     for (int i = 0; i < c; i++)
-        for (int k = 0; k < nv; k++) o[i][k] = t0 == 0 ? vdupq_n_f32(0.0f) : vld1q_f32(out[i] + j0 + 4 * k);
+        for (int k = 0; k < nv; k++) o[i][k] = first ? vdupq_n_f32(0.0f) : vld1q_f32(out[i] + j0 + 4 * k);
     for (int t = t0; t < t1; t++) {
         const unsigned char *r = vb + (size_t)t * row_bytes;
         if (prefetch && t + PF_V_ROWS < t1)
@@ -253,11 +222,22 @@ static AI void few_wsum(float *const *out, const float *const *p, const unsigned
 /* few_wsum over a whole head: 8 output vectors per pass (4 for 3 queries:
  * 12 sums and 4 V vectors in registers) */
 static AI void few_wsum_head(float *const *out, const float *const *p, const unsigned char *vb, size_t row_bytes,
-                             int t0, int t1, int head_dim, const int c, const int f16, const int prefetch) {
+                             int t0, int t1, int head_dim, const int c, const int f16, const int prefetch,
+                             const int first) {
     const int nv = c == 3 ? 4 : 8;
     int j = 0;
-    for (; j + 4 * nv <= head_dim; j += 4 * nv) few_wsum(out, p, vb, row_bytes, t0, t1, j, nv, c, f16, prefetch);
-    for (; j < head_dim; j += 4) few_wsum(out, p, vb, row_bytes, t0, t1, j, 1, c, f16, prefetch);
+    for (; j + 4 * nv <= head_dim; j += 4 * nv)
+        few_wsum(out, p, vb, row_bytes, t0, t1, j, nv, c, f16, prefetch, first);
+    for (; j < head_dim; j += 4) few_wsum(out, p, vb, row_bytes, t0, t1, j, 1, c, f16, prefetch, first);
+}
+
+/* c (1-3) queries' output chains over rows [t0, t1), started when first */
+static AI void rows_sums(float *const *out, const float *const *p, const unsigned char *vb, size_t row_bytes, int t0,
+                         int t1, int head_dim, const int c, const int f16, const int first) {
+    if (c == 1)
+        wsum_head(out[0], vb + (size_t)t0 * row_bytes, row_bytes, p[0] + t0, t1 - t0, head_dim, f16, first, 0);
+    else
+        few_wsum_head(out, p, vb, row_bytes, t0, t1, head_dim, c, f16, 0, first);
 }
 
 /* c (1-3) queries that all see n_kv positions; scores: c * n_kv floats */
@@ -268,7 +248,15 @@ static AI void few_x4(float *const *out, const float *const *q, const unsigned c
     for (int i = 0; i < c; i++) s[i] = scores + (size_t)i * n_kv;
     few_scores(s, q, kb, row_bytes, n_kv, head_dim, scale, c, f16);
     for (int i = 0; i < c; i++) er_neon_softmax(s[i], n_kv);
-    few_wsum_head(out, (const float *const *)s, vb, row_bytes, 0, n_kv, head_dim, c, f16, 1);
+    few_wsum_head(out, (const float *const *)s, vb, row_bytes, 0, n_kv, head_dim, c, f16, 1, 1);
+}
+
+/* The copy path (prefill tokens): ER_ATTENTION_COPY_WALK (attention_paths.h)
+ * over a float copy of each block of rows, three queries at a time. */
+static AI void multi_x4(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
+                        const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
+                        const int f16) {
+    ER_ATTENTION_COPY_WALK(rows_to_f32, few4, scores8, dot1, er_neon_softmax, rows_sums);
 }
 
 void er_neon_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
@@ -305,13 +293,9 @@ static AI void heads_scores(float *sc, int n_kv, const float *q, const unsigned 
 
 static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned char *vh, size_t row_bytes, int t0,
                           int t1, int head_dim, const int c, const int f16) {
-    if (c == 1) {
-        wsum_head(out, vh + (size_t)t0 * row_bytes, row_bytes, sc + t0, t1 - t0, head_dim, f16, t0 == 0, 0);
-        return;
-    }
     float *const o[3] = ER_ATT_FIRST3(out, head_dim, c);
     const float *const p[3] = ER_ATT_FIRST3(sc, n_kv, c);
-    few_wsum_head(o, p, vh, row_bytes, t0, t1, head_dim, c, f16, 0);
+    rows_sums(o, p, vh, row_bytes, t0, t1, head_dim, c, f16, t0 == 0);
 }
 
 static AI void scores_x4(float *sc, const float *q, int n_kv, int t0, int t1, const unsigned char *kb, int nkv,

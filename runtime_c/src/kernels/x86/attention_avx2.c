@@ -179,97 +179,6 @@ void er_avx2_attention(float *out, const float *q, const void *k, const void *v,
 }
 
 /*
- * attention_multi: nq queries that share a K/V head (grouped-query heads,
- * prefill tokens). The per-query kernel above converts every K and V row
- * once per query: a grouped model with 3 query heads per K/V head converted
- * each row three times, and a prefill chunk of 64 tokens 64 times. Here a
- * block of ER_ATT_BLOCK rows is converted once into floats (in L1) and every
- * query takes its scores, and later its weighted sum, from that copy.
- *
- * Bit-identical to attention_x8 per query: the same scores8 groups (aligned
- * to position 0, ER_ATT_BLOCK being a multiple of 8) and dots for the tail,
- * the same softmax, and each output vector the same chain of FMAs in
- * position order, carried across blocks through out[] (a float stored and
- * loaded back is exact).
- */
-
-/* rows [t0, t0 + nb) of one head (head_dim elements, row_bytes apart) as
- * floats at buf, head_dim apart; the next block's rows prefetched into L1 */
-static AI void rows_to_f32(float *buf, const unsigned char *base, size_t row_bytes, int t0, int nb, int n_max,
-                           int head_dim, const int f16) {
-    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
-    for (int r = 0; r < nb; r++) {
-        const unsigned char *src = base + (size_t)(t0 + r) * row_bytes;
-        if (t0 + ER_ATT_BLOCK + r < n_max) prefetch_t0((const char *)src + ER_ATT_BLOCK * row_bytes, hb);
-        float *dst = buf + (size_t)r * head_dim;
-        for (int j = 0; j < head_dim; j += 8) {
-            const void *e = src + (size_t)j * (f16 ? 2 : 4);
-            const __m256 v =
-                f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e)) : _mm256_loadu_ps((const float *)e);
-            _mm256_storeu_ps(dst + j, v);
-        }
-    }
-}
-
-/* out[j0 .. j0 + 8 * nv) continues weighted_sum's chains over the nb rows
- * at buf (floats, head_dim apart) with weights p[0 .. nb) */
-static AI void wsum_block(float *out, const float *buf, int head_dim, const float *p, int nb, int j0, const int nv,
-                          const int first) {
-    __m256 o[8];
-    for (int i = 0; i < nv; i++) o[i] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + j0 + 8 * i);
-    for (int t = 0; t < nb; t++) {
-        const __m256 pv = _mm256_broadcast_ss(p + t);
-        const float *r = buf + (size_t)t * head_dim + j0;
-        for (int i = 0; i < nv; i++) o[i] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(r + 8 * i), o[i]);
-    }
-    for (int i = 0; i < nv; i++) _mm256_storeu_ps(out + j0 + 8 * i, o[i]);
-}
-
-static AI void multi_x8(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
-                        const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
-                        const int f16) {
-    int n_max = 0;
-    for (int i = 0; i < nq; i++) n_max = n_kv[i] > n_max ? n_kv[i] : n_max;
-    float *buf = scratch, *sc = scratch + (size_t)ER_ATT_BLOCK * head_dim;
-    const __m256 sv = _mm256_set1_ps(scale);
-    for (int t0 = 0; t0 < n_max; t0 += ER_ATT_BLOCK) {
-        const int nb = n_max - t0 < ER_ATT_BLOCK ? n_max - t0 : ER_ATT_BLOCK;
-        rows_to_f32(buf, kb, row_bytes, t0, nb, n_max, head_dim, f16);
-        for (int i = 0; i < nq; i++) {
-            const int lim = n_kv[i] - t0 < nb ? n_kv[i] - t0 : nb;
-            float *s = sc + (size_t)i * n_max + t0;
-            int t = 0;
-            for (; t + 8 <= lim; t += 8)
-                _mm256_storeu_ps(s + t, _mm256_mul_ps(sv, scores8((const unsigned char *)(buf + (size_t)t * head_dim),
-                                                                  (size_t)head_dim * 4, q[i], head_dim, 0)));
-            for (; t < lim; t++) s[t] = scale * er_avx2_dot_f32(head_dim, buf + (size_t)t * head_dim, q[i]);
-        }
-    }
-    for (int i = 0; i < nq; i++) er_avx2_softmax(sc + (size_t)i * n_max, n_kv[i]);
-    for (int t0 = 0; t0 < n_max; t0 += ER_ATT_BLOCK) {
-        const int nb = n_max - t0 < ER_ATT_BLOCK ? n_max - t0 : ER_ATT_BLOCK;
-        rows_to_f32(buf, vb, row_bytes, t0, nb, n_max, head_dim, f16);
-        for (int i = 0; i < nq; i++) {
-            const int lim = n_kv[i] - t0 < nb ? n_kv[i] - t0 : nb;
-            if (lim <= 0) continue;
-            const float *p = sc + (size_t)i * n_max + t0;
-            int j = 0;
-            for (; j + 64 <= head_dim; j += 64) wsum_block(out[i], buf, head_dim, p, lim, j, 8, t0 == 0);
-            switch ((head_dim - j) / 8) {
-            case 7: wsum_block(out[i], buf, head_dim, p, lim, j, 7, t0 == 0); break;
-            case 6: wsum_block(out[i], buf, head_dim, p, lim, j, 6, t0 == 0); break;
-            case 5: wsum_block(out[i], buf, head_dim, p, lim, j, 5, t0 == 0); break;
-            case 4: wsum_block(out[i], buf, head_dim, p, lim, j, 4, t0 == 0); break;
-            case 3: wsum_block(out[i], buf, head_dim, p, lim, j, 3, t0 == 0); break;
-            case 2: wsum_block(out[i], buf, head_dim, p, lim, j, 2, t0 == 0); break;
-            case 1: wsum_block(out[i], buf, head_dim, p, lim, j, 1, t0 == 0); break;
-            default: break;
-            }
-        }
-    }
-}
-
-/*
  * A few queries at one position (a grouped-query decode step: the query
  * heads of one K/V head), up to 3 at a time in registers, so that each K and
  * V vector is converted once for the 3 rather than once per query, the
@@ -326,14 +235,15 @@ static AI void few_scores(float *const *s, const float *const *q, const unsigned
 }
 
 /* out[i][j0 .. j0 + 8 * nv) = sum_t p[i][t] v_t for c queries over rows
- * [t0, t1), started from zero at t0 = 0 or continued from out[]; rows
- * prefetched ahead when prefetch (the per-head walk; the row walk
- * prefetches whole blocks itself) */
+ * [t0, t1), started from zero when first or continued from out[]; rows
+ * prefetched ahead when prefetch (the per-head walk; the row walk and the
+ * copy path fetch whole blocks themselves) */
 static AI void few_wsum(float *const *out, const float *const *p, const unsigned char *vb, size_t row_bytes, int t0,
-                        int t1, int j0, const int nv, const int c, const int f16, const int prefetch) {
+                        int t1, int j0, const int nv, const int c, const int f16, const int prefetch,
+                        const int first) {
     __m256 o[3][8];
     for (int i = 0; i < c; i++)
-        for (int k = 0; k < nv; k++) o[i][k] = t0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out[i] + j0 + 8 * k);
+        for (int k = 0; k < nv; k++) o[i][k] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out[i] + j0 + 8 * k);
     for (int t = t0; t < t1; t++) {
         const unsigned char *r = vb + (size_t)t * row_bytes;
         if (prefetch && t + PF_V_ROWS < t1)
@@ -354,6 +264,34 @@ static AI void few_wsum(float *const *out, const float *const *p, const unsigned
         for (int k = 0; k < nv; k++) _mm256_storeu_ps(out[i] + j0 + 8 * k, o[i][k]);
 }
 
+/* few_wsum over a whole head for c (1-3) queries, rows [t0, t1), started
+ * when first. Output vectors per pass: c x nv sums, nv V vectors and a
+ * weight in the 16 registers (as few_x8), except 3 queries over float rows
+ * (the copy path's, an F32 cache) take 4: a float V vector can stay an FMA
+ * memory operand where a half's must be converted into a register. That
+ * took the copy path's 15 queries over 1,400 rows from 387 to 357 us. */
+static AI void rows_sums(float *const *o, const float *const *p, const unsigned char *vb, size_t row_bytes, int t0,
+                         int t1, int head_dim, const int c, const int f16, const int first) {
+    const int nv = c == 1 ? 8 : c == 2 || !f16 ? 4 : 2;
+    int j = 0;
+    for (; j + 8 * nv <= head_dim; j += 8 * nv) few_wsum(o, p, vb, row_bytes, t0, t1, j, nv, c, f16, 0, first);
+    if (c > 1) {
+        for (; j < head_dim; j += 8) few_wsum(o, p, vb, row_bytes, t0, t1, j, 1, c, f16, 0, first);
+        return;
+    }
+    /* one query: the rest in one pass, as attention_x8 (48-wide heads: 6) */
+    switch ((head_dim - j) / 8) {
+    case 7: few_wsum(o, p, vb, row_bytes, t0, t1, j, 7, 1, f16, 0, first); break;
+    case 6: few_wsum(o, p, vb, row_bytes, t0, t1, j, 6, 1, f16, 0, first); break;
+    case 5: few_wsum(o, p, vb, row_bytes, t0, t1, j, 5, 1, f16, 0, first); break;
+    case 4: few_wsum(o, p, vb, row_bytes, t0, t1, j, 4, 1, f16, 0, first); break;
+    case 3: few_wsum(o, p, vb, row_bytes, t0, t1, j, 3, 1, f16, 0, first); break;
+    case 2: few_wsum(o, p, vb, row_bytes, t0, t1, j, 2, 1, f16, 0, first); break;
+    case 1: few_wsum(o, p, vb, row_bytes, t0, t1, j, 1, 1, f16, 0, first); break;
+    default: break;
+    }
+}
+
 /* c (1-3) queries that all see n_kv positions; scores: c * n_kv floats */
 static AI void few_x8(float *const *out, const float *const *q, const unsigned char *kb, const unsigned char *vb,
                       size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int c,
@@ -367,8 +305,48 @@ static AI void few_x8(float *const *out, const float *const *q, const unsigned c
     const int nv = c == 3 ? 2 : 4;
     int j = 0;
     const float *const *ps = (const float *const *)s;
-    for (; j + 8 * nv <= head_dim; j += 8 * nv) few_wsum(out, ps, vb, row_bytes, 0, n_kv, j, nv, c, f16, 1);
-    for (; j < head_dim; j += 8) few_wsum(out, ps, vb, row_bytes, 0, n_kv, j, 1, c, f16, 1);
+    for (; j + 8 * nv <= head_dim; j += 8 * nv) few_wsum(out, ps, vb, row_bytes, 0, n_kv, j, nv, c, f16, 1, 1);
+    for (; j < head_dim; j += 8) few_wsum(out, ps, vb, row_bytes, 0, n_kv, j, 1, c, f16, 1, 1);
+}
+
+/*
+ * The copy path (attention_multi for the tokens of a prefill chunk):
+ * ER_ATTENTION_COPY_WALK (attention_paths.h) over a float copy of each
+ * block of rows, three queries at a time.
+ */
+
+/* rows [t0, t0 + nb) of one head (head_dim elements, row_bytes apart) as
+ * floats at buf, head_dim apart; the next block's rows prefetched into L1 */
+static AI void rows_to_f32(float *buf, const unsigned char *base, size_t row_bytes, int t0, int nb, int n_max,
+                           int head_dim, const int f16) {
+    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
+    for (int r = 0; r < nb; r++) {
+        const unsigned char *src = base + (size_t)(t0 + r) * row_bytes;
+        if (t0 + ER_ATT_BLOCK + r < n_max) prefetch_t0((const char *)src + ER_ATT_BLOCK * row_bytes, hb);
+        float *dst = buf + (size_t)r * head_dim;
+        for (int j = 0; j < head_dim; j += 8) {
+            const void *e = src + (size_t)j * (f16 ? 2 : 4);
+            const __m256 v =
+                f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e)) : _mm256_loadu_ps((const float *)e);
+            _mm256_storeu_ps(dst + j, v);
+        }
+    }
+}
+
+/* the 8 rows at kb against q, scaled, stored at s */
+static AI void scores8_at(float *s, const unsigned char *kb, size_t row_bytes, const float *q, int head_dim,
+                          float scale, const int f16) {
+    _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(scale), scores8(kb, row_bytes, q, head_dim, f16)));
+}
+
+static AI float dot1(int head_dim, const void *row, const float *q, const int f16) {
+    return f16 ? er_avx2_dot_f16(head_dim, row, q) : er_avx2_dot_f32(head_dim, row, q);
+}
+
+static AI void multi_x8(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
+                        const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
+                        const int f16) {
+    ER_ATTENTION_COPY_WALK(rows_to_f32, few4, scores8_at, dot1, er_avx2_softmax, rows_sums);
 }
 
 void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
@@ -402,8 +380,7 @@ void er_avx2_attention_multi(float *const *out, const float *const *q, const int
 static AI void heads_scores(float *sc, int n_kv, const float *q, const unsigned char *kh, size_t row_bytes, int t,
                             int head_dim, float scale, const int c, const int f16) {
     if (c == 1) {
-        _mm256_storeu_ps(sc + t, _mm256_mul_ps(_mm256_set1_ps(scale),
-                                               scores8(kh + (size_t)t * row_bytes, row_bytes, q, head_dim, f16)));
+        scores8_at(sc + t, kh + (size_t)t * row_bytes, row_bytes, q, head_dim, scale, f16);
         return;
     }
     float *const s[3] = ER_ATT_FIRST3(sc, n_kv, c);
@@ -416,33 +393,10 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
                           int t1, int head_dim, const int c, const int f16) {
     float *const o[3] = ER_ATT_FIRST3(out, head_dim, c);
     const float *const p[3] = ER_ATT_FIRST3(sc, n_kv, c);
-    /* output vectors per pass: c x nv sums, nv V vectors and a weight in
-     * the 16 registers (as few_x8) */
-    const int nv = c == 1 ? 8 : c == 2 ? 4 : 2;
-    int j = 0;
-    for (; j + 8 * nv <= head_dim; j += 8 * nv) few_wsum(o, p, vh, row_bytes, t0, t1, j, nv, c, f16, 0);
-    if (c > 1) {
-        for (; j < head_dim; j += 8) few_wsum(o, p, vh, row_bytes, t0, t1, j, 1, c, f16, 0);
-        return;
-    }
-    /* one query: the rest in one pass, as attention_x8 (48-wide heads: 6) */
-    switch ((head_dim - j) / 8) {
-    case 7: few_wsum(o, p, vh, row_bytes, t0, t1, j, 7, 1, f16, 0); break;
-    case 6: few_wsum(o, p, vh, row_bytes, t0, t1, j, 6, 1, f16, 0); break;
-    case 5: few_wsum(o, p, vh, row_bytes, t0, t1, j, 5, 1, f16, 0); break;
-    case 4: few_wsum(o, p, vh, row_bytes, t0, t1, j, 4, 1, f16, 0); break;
-    case 3: few_wsum(o, p, vh, row_bytes, t0, t1, j, 3, 1, f16, 0); break;
-    case 2: few_wsum(o, p, vh, row_bytes, t0, t1, j, 2, 1, f16, 0); break;
-    case 1: few_wsum(o, p, vh, row_bytes, t0, t1, j, 1, 1, f16, 0); break;
-    default: break;
-    }
+    rows_sums(o, p, vh, row_bytes, t0, t1, head_dim, c, f16, t0 == 0);
 }
 
 static AI void prefetch_l2(const unsigned char *p, size_t n) { prefetch_t1((const char *)p, n); }
-
-static AI float dot1(int head_dim, const void *row, const float *q, const int f16) {
-    return f16 ? er_avx2_dot_f16(head_dim, row, q) : er_avx2_dot_f32(head_dim, row, q);
-}
 
 static AI void scores_x8(float *sc, const float *q, int n_kv, int t0, int t1, const unsigned char *kb, int nkv,
                          int group, float scale, size_t row_bytes, int head_dim, const int f16) {
