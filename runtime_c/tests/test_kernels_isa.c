@@ -190,8 +190,9 @@ static void check_quantizers(const er_kernels *k) {
     static float x[NMAX];
     static er_block_q8_0 a[NMAX / 32], b[NMAX / 32];
     static er_block_q8_k ak[NMAX / 256], bk[NMAX / 256];
-    for (int rep = 0; rep < 4; rep++) {
-        int n = rep == 0 ? 32 : rep == 1 ? 256 : rep == 2 ? 4096 : NMAX;
+    for (int rep = 0; rep < 5; rep++) {
+        /* 352: blocks in a group of 8 and 3 after it (AVX2 scales 8 at once) */
+        int n = rep == 0 ? 32 : rep == 1 ? 256 : rep == 2 ? 4096 : rep == 3 ? NMAX : 352;
         fill_act(x, n);
         for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;                  /* an all-zero block */
         for (int j = 0; j < 32; j++) x[64 + j] = (float)(j - 16) * 0.5f; /* exact .5 ties */
