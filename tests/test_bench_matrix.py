@@ -91,6 +91,22 @@ def test_markdown_section_and_doc_update(tmp_path):
     assert again.count(bench.DOC_BEGIN) == 1 and again.count(bench.DOC_END) == 1
 
 
+def test_busy_flag_follows_other_work_not_the_runs_own_load():
+    rep = _fake_report()
+    rep["load_avg_after"] = [1.3, 0.9, 0.5]  # what the run's own engines leave on 2 CPUs
+    rep["interference"] = {"seconds": 12.0, "other_cpus": 0.02, "steal_share": 0.004, "busy": False}
+    md = bench.format_markdown(rep)
+    assert "during the run: other processes 0.02 CPUs on average, hypervisor steal 0.4% of CPU time" in md
+    assert "machine was busy" not in md
+    rep["interference"] = {"seconds": 12.0, "other_cpus": 0.6, "steal_share": 0.0, "busy": True}
+    assert "machine was busy" in bench.format_markdown(rep)
+    # an older report without the measure: judged by the load before the run
+    rep.pop("interference")
+    assert "machine was busy" not in bench.format_markdown(rep)
+    rep["load_avg_before"] = [1.5, 1.0, 0.5]
+    assert "machine was busy" in bench.format_markdown(rep)
+
+
 def test_plot_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "p.png"

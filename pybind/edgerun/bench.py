@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+from . import interference
+
 ENGINES = ("edgerun", "llama.cpp")
 LLAMA_MISSING = "llama.cpp: not installed (pip install llama-cpp-python)"
 
@@ -442,6 +444,7 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t_start = time.time()
     load_before = os.getloadavg()
+    cpu_before = interference.snapshot()
     # Measured before and after the engines, keeping the higher figure per
     # thread count: a probe that other processes disturb only reads low, and
     # a low bandwidth would flatter every engine's % of it.
@@ -510,7 +513,8 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
         peer_status = "installed" if llama else "not run (--no-peer)"
     return {"kind": "matrix", "machine": machine_info(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "seconds": round(time.time() - t_start, 1), "load_avg_before": list(load_before),
-            "load_avg_after": list(os.getloadavg()), "bandwidth_gb_per_s": {str(k): v for k, v in bw.items()},
+            "load_avg_after": list(os.getloadavg()), "interference": interference.measure(cpu_before),
+            "bandwidth_gb_per_s": {str(k): v for k, v in bw.items()},
             "median_bandwidth_gb_per_s": {str(k): v for k, v in med.items()},
             "bandwidth_before_after": {str(k): [bw_before[k], bw_after.get(k)] for k in bw},
             "bandwidth_probe": probe, "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens,
@@ -533,6 +537,11 @@ def format_markdown(rep, plot_name=None):
     """docs/PERFORMANCE.md from a matrix report."""
     m = rep["machine"]
     la, lb = rep["load_avg_before"], rep["load_avg_after"]
+    # Busy by what other work took during the run where it was measured
+    # (interference.py); else by the load before it, the after figure being
+    # mostly the run's own.
+    cpu = rep.get("interference")
+    busy = cpu["busy"] if cpu else la[0] > 0.5 * (m["cpus"] or 1)
     bw = ", ".join(f"{t} thread(s): {g:.1f} GB/s" for t, g in sorted(rep["bandwidth_gb_per_s"].items()))
     mbw = ", ".join(f"{t} thread(s): {g:.1f} GB/s"
                     for t, g in sorted(rep.get("median_bandwidth_gb_per_s", {}).items()))
@@ -545,8 +554,9 @@ def format_markdown(rep, plot_name=None):
         "",
         f"* machine: {m['cpu']} ({m['machine']}, {m['cpus']} CPUs), {rep['date']}",
         f"* load average (1/5/15 min) before: {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}; after: "
-        f"{lb[0]:.2f} {lb[1]:.2f} {lb[2]:.2f}" + ("  **(machine was busy: figures are pessimistic and noisy)**"
-                                                  if max(la[0], lb[0]) > 0.5 * (m["cpus"] or 1) else ""),
+        f"{lb[0]:.2f} {lb[1]:.2f} {lb[2]:.2f} (the run's own threads count in it)"
+        + (f"; during the run: {interference.describe(cpu)}" if cpu else "")
+        + ("  **(machine was busy: figures are pessimistic and noisy)**" if busy else ""),
         f"* read bandwidth measured in the same run, before and after the engines, the higher kept: {bw} "
         f"({rep['bandwidth_probe']})" + (f"; median pass: {mbw}" if mbw else ""),
         f"* workload: {rep['prompt_tokens']}-token prompt (prefill, one batch of 64), then {rep['gen_tokens']} "
