@@ -117,28 +117,98 @@ static void mm_worker(void *ctx, int ith, int nth) {
     er_trace_end(t->tr, t0, t->op, t->layer, ith, t->m, rows, t->it[0].w->n_in);
 }
 
-/* A prefill chunk's activation rows, quantized by every thread that joins,
- * a row per claim: on the caller alone, the workers waited through it
- * before each product (64 rows of 768-2,048 floats: 15-40 us at a time).
- * From ER_QUANT_SPLIT_MIN rows, below which a dispatch costs more than it
- * shares. */
-#define ER_QUANT_SPLIT_MIN 8
+/* ---- row-wise operations ------------------------------------------------- */
 
-typedef struct quant_task {
+/*
+ * The work between the products goes row by row: norms, RoPE, K/V stores,
+ * SiLU, residual adds and the products' activation quantization. A prefill
+ * chunk's rows are taken by every thread that joins, a row per claim: on
+ * the caller alone the workers waited through all of it (2-thread prefill
+ * of 256 tokens: ~7% of the time). A decode step's one row, and anything
+ * under ER_ROWS_SPLIT_MIN rows, runs on the caller: a dispatch would cost
+ * more than it shares.
+ */
+#define ER_ROWS_SPLIT_MIN 8
+
+typedef struct rows_task {
+    void (*row)(const struct rows_task *t, int b);
+    er_model *md;
+    er_session *s;
+    const er_layer *L;
+    int layer, m, n;        /* rows, elements per row */
+    const float *src, *w;   /* a row op's input (row b at src + b * n) and weights */
+    float *dst;             /* its output, or the row it updates in place */
     void (*quantize)(const float *, void *, int);
-    const float *x;
-    uint8_t *dst;
+    uint8_t *q;             /* quantized rows, stride bytes apart */
     size_t stride;
-    int n, m;
     atomic_int next;
-} quant_task;
+} rows_task;
 
-static void quant_worker(void *ctx, int ith, int nth) {
+static void rows_worker(void *ctx, int ith, int nth) {
     (void)ith;
     (void)nth;
-    quant_task *t = ctx;
-    for (int b; (b = er_pool_claim(&t->next)) < t->m;)
-        t->quantize(t->x + (size_t)b * t->n, t->dst + (size_t)b * t->stride, t->n);
+    rows_task *t = ctx;
+    for (int b; (b = er_pool_claim(&t->next)) < t->m;) t->row(t, b);
+}
+
+static void each_row(er_model *md, rows_task *t) {
+    if (t->m >= ER_ROWS_SPLIT_MIN && md->pool.n_threads > 1) {
+        atomic_init(&t->next, 0);
+        dispatch(md, rows_worker, t);
+    } else {
+        for (int b = 0; b < t->m; b++) t->row(t, b);
+    }
+}
+
+static void quantize_row(const rows_task *t, int b) {
+    t->quantize(t->src + (size_t)b * t->n, t->q + (size_t)b * t->stride, t->n);
+}
+
+static void rmsnorm_row(const rows_task *t, int b) {
+    t->md->k->rmsnorm(t->dst + (size_t)b * t->n, t->src + (size_t)b * t->n, t->w, t->n, t->md->hp.rms_eps);
+}
+
+/* dst += src (the residual stream) */
+static void add_row(const rows_task *t, int b) {
+    t->md->k->add(t->dst + (size_t)b * t->n, t->src + (size_t)b * t->n, t->n);
+}
+
+/* dst = silu(dst) * src */
+static void silu_mul_row(const rows_task *t, int b) {
+    t->md->k->silu_mul(t->dst + (size_t)b * t->n, t->src + (size_t)b * t->n, t->n);
+}
+
+/* Q/K/V biases where the model has them, then RoPE on Q and K */
+static void rope_row(const rows_task *t, int b) {
+    const er_model *md = t->md;
+    const er_dims *d = &md->d;
+    const er_layer *L = t->L;
+    const int qd = d->n_head * d->head_dim, kvd = (int)d->kv_row;
+    float *q = md->act.q + (size_t)b * qd, *k = md->act.k + (size_t)b * kvd;
+    if (L->bq) {
+        md->k->add(q, L->bq, qd);
+        md->k->add(k, L->bk, kvd);
+        md->k->add(md->act.v + (size_t)b * kvd, L->bv, kvd);
+    }
+    const float *cs = md->act.rope_cs + (size_t)b * d->head_dim;
+    md->k->rope_cs(q, d->n_head, d->head_dim, cs, md->rope_neox);
+    md->k->rope_cs(k, d->n_head_kv, d->head_dim, cs, md->rope_neox);
+}
+
+/* row b's K and V into the cache at position pos + b */
+static void store_kv_row(const rows_task *t, int b) {
+    const er_model *md = t->md;
+    const er_dims *d = &md->d;
+    const er_session *s = t->s;
+    const size_t row = ((size_t)t->layer * d->n_ctx + (size_t)(s->pos + b)) * d->kv_row;
+    const float *k = md->act.k + (size_t)b * d->kv_row, *v = md->act.v + (size_t)b * d->kv_row;
+    if (d->kv_type == ER_KV_F16) {
+        md->k->f32_to_f16(k, (er_f16 *)s->k_cache + row, (int)d->kv_row);
+        md->k->f32_to_f16(v, (er_f16 *)s->v_cache + row, (int)d->kv_row);
+    } else {
+        memcpy((float *)s->k_cache + row, k, d->kv_row * sizeof(float));
+        memcpy((float *)s->v_cache + row, v, d->kv_row * sizeof(float));
+    }
 }
 
 /*
@@ -164,13 +234,8 @@ static const void *prepare(er_model *md, const er_weight *w, const float *x, int
     if (!(*cached & (1u << kind))) {
         void (*quantize)(const float *, void *, int) =
             kind == ER_ACT_Q8_K ? md->k->quantize_row_q8_k : md->k->quantize_row_q8_0;
-        if (m >= ER_QUANT_SPLIT_MIN && md->pool.n_threads > 1) {
-            quant_task t = {.quantize = quantize, .x = x, .dst = dst, .stride = *stride, .n = n, .m = m};
-            atomic_init(&t.next, 0);
-            dispatch(md, quant_worker, &t);
-        } else {
-            for (int b = 0; b < m; b++) quantize(x + (size_t)b * n, dst + (size_t)b * *stride, n);
-        }
+        each_row(md, &(rows_task){.row = quantize_row, .md = md, .m = m, .n = n, .src = x, .quantize = quantize,
+                                  .q = dst, .stride = *stride});
         *cached |= 1u << kind;
     }
     return dst;
@@ -331,21 +396,6 @@ static void att_split_worker(void *ctx, int ith, int nth) {
     er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, done, n_kv);
 }
 
-static void store_kv(er_model *md, er_session *s, int layer, int m) {
-    const er_dims *d = &md->d;
-    for (int b = 0; b < m; b++) {
-        size_t row = ((size_t)layer * d->n_ctx + (size_t)(s->pos + b)) * d->kv_row;
-        const float *k = md->act.k + (size_t)b * d->kv_row, *v = md->act.v + (size_t)b * d->kv_row;
-        if (d->kv_type == ER_KV_F16) {
-            md->k->f32_to_f16(k, (er_f16 *)s->k_cache + row, (int)d->kv_row);
-            md->k->f32_to_f16(v, (er_f16 *)s->v_cache + row, (int)d->kv_row);
-        } else {
-            memcpy((float *)s->k_cache + row, k, d->kv_row * sizeof(float));
-            memcpy((float *)s->v_cache + row, v, d->kv_row * sizeof(float));
-        }
-    }
-}
-
 /* ---- the step ------------------------------------------------------------- */
 
 /* Each operation is bracketed by er_trace_begin/end: when tracing is off
@@ -375,25 +425,16 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
 
         /* attention block */
         t0 = er_trace_begin(tr);
-        for (int b = 0; b < m; b++) k->rmsnorm(xb + (size_t)b * E, x + (size_t)b * E, L->attn_norm, E, md->hp.rms_eps);
+        each_row(md,
+                 &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = x, .w = L->attn_norm, .dst = xb});
         er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
         matmul_shared(md, ER_OP_QKV, l, xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},
                       (float *const[]){md->act.q, md->act.k, md->act.v}, 3);
         t0 = er_trace_begin(tr);
-        for (int b = 0; b < m; b++) {
-            float *q = md->act.q + (size_t)b * qd, *kk = md->act.k + (size_t)b * kvd;
-            if (L->bq) {
-                k->add(q, L->bq, qd);
-                k->add(kk, L->bk, kvd);
-                k->add(md->act.v + (size_t)b * kvd, L->bv, kvd);
-            }
-            const float *cs = md->act.rope_cs + (size_t)b * d->head_dim;
-            k->rope_cs(q, d->n_head, d->head_dim, cs, md->rope_neox);
-            k->rope_cs(kk, d->n_head_kv, d->head_dim, cs, md->rope_neox);
-        }
+        each_row(md, &(rows_task){.row = rope_row, .md = md, .m = m, .L = L});
         er_trace_end(tr, t0, ER_OP_ROPE, l, 0, m, qd + kvd, qd + kvd);
         t0 = er_trace_begin(tr);
-        store_kv(md, s, l, m);
+        each_row(md, &(rows_task){.row = store_kv_row, .md = md, .m = m, .s = s, .layer = l});
         er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
         t0 = er_trace_begin(tr);
         att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
@@ -411,27 +452,29 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         }
         er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, s->pos + m);
         matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
-        for (int b = 0; b < m; b++) k->add(x + (size_t)b * E, xb2 + (size_t)b * E, E);
+        each_row(md, &(rows_task){.row = add_row, .md = md, .m = m, .n = E, .src = xb2, .dst = x});
 
         /* feed-forward block (SwiGLU) */
         t0 = er_trace_begin(tr);
-        for (int b = 0; b < m; b++) k->rmsnorm(xb + (size_t)b * E, x + (size_t)b * E, L->ffn_norm, E, md->hp.rms_eps);
+        each_row(md,
+                 &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = x, .w = L->ffn_norm, .dst = xb});
         er_trace_end(tr, t0, ER_OP_FFN_NORM, l, 0, m, E, E);
         matmul_shared(md, ER_OP_FFN_GATE_UP, l, xb, m, (const er_weight *const[]){&L->w_gate, &L->w_up},
                       (float *const[]){md->act.hb, md->act.hb2}, 2);
         t0 = er_trace_begin(tr);
-        for (int b = 0; b < m; b++) k->silu_mul(md->act.hb + (size_t)b * F, md->act.hb2 + (size_t)b * F, F);
+        each_row(md,
+                 &(rows_task){.row = silu_mul_row, .md = md, .m = m, .n = F, .src = md->act.hb2, .dst = md->act.hb});
         er_trace_end(tr, t0, ER_OP_SILU_MUL, l, 0, m, F, 2 * F);
         matmul1(md, ER_OP_FFN_DOWN, l, md->act.hb, m, &L->w_down, xb2);
-        for (int b = 0; b < m; b++) k->add(x + (size_t)b * E, xb2 + (size_t)b * E, E);
+        each_row(md, &(rows_task){.row = add_row, .md = md, .m = m, .n = E, .src = xb2, .dst = x});
     }
 
     /* Only the rows whose logits someone will read go through the (large)
      * vocabulary projection: all of them for er_decode_all, else the last. */
     int first = logits_all ? 0 : m - 1, rows = m - first;
     t0 = er_trace_begin(tr);
-    for (int b = first; b < m; b++)
-        k->rmsnorm(xb + (size_t)(b - first) * E, x + (size_t)b * E, md->output_norm, E, md->hp.rms_eps);
+    each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = rows, .n = E, .src = x + (size_t)first * E,
+                              .w = md->output_norm, .dst = xb});
     er_trace_end(tr, t0, ER_OP_OUTPUT_NORM, -1, 0, rows, E, E);
     float *out = logits_all ? logits_all : s->logits;
     matmul1(md, ER_OP_LM_HEAD, -1, xb, rows, &md->output, out);
