@@ -41,6 +41,10 @@ def test_table_reports_errors_and_missing_peer():
            "results": [{"engine": "edgerun", "threads": 1, "error": "boom"}]}
     text = bench.format_table(rep)
     assert "error: boom" in text and bench.LLAMA_MISSING in text
+    assert "during the run" not in text  # an older report, or no /proc/stat
+    rep["interference"] = {"seconds": 3.0, "other_cpus": 0.7, "steal_share": 0.0, "busy": True}
+    assert "during the run: other processes 0.70 CPUs on average" in bench.format_table(rep)
+    assert "(busy: figures are pessimistic and noisy)" in bench.format_table(rep)
 
 
 def _cli(*args):
@@ -64,6 +68,10 @@ def test_edgerun_figures(report):
     text, rep = report
     ours = [r for r in rep["results"] if r["engine"] == "edgerun"]
     assert [r["threads"] for r in ours] == [1, 2]
+    # what other work took the machine meanwhile (edgerun/interference.py), where Linux says
+    if pathlib.Path("/proc/stat").exists():
+        cpu = rep["interference"]
+        assert cpu["other_cpus"] >= 0 and 0 <= cpu["steal_share"] <= 1 and "during the run: other processes" in text
     import edgerun
     # the bench runs both engines with an F16 KV cache (llama.cpp's default)
     assert rep["kv_type"] == "f16"

@@ -241,6 +241,7 @@ def run(model, threads=(1,), prompt_tokens=64, gen_tokens=128, batch=64, ctx=0, 
         raise FileNotFoundError(2, "No such file or directory", str(model))
     llama = peer and llama_cpp_available()
     results = []
+    cpu_before = interference.snapshot()
     for t in threads:
         r = _run_worker("edgerun", model, t, batch, ctx, prompt_tokens, gen_tokens, repeat, timeout, kv_type)
         results.append(r)
@@ -258,7 +259,7 @@ def run(model, threads=(1,), prompt_tokens=64, gen_tokens=128, batch=64, ctx=0, 
         peer_status = LLAMA_MISSING
     return {"model": str(model), "file_bytes": model.stat().st_size, "prompt_tokens": prompt_tokens,
             "gen_tokens": gen_tokens, "batch": batch, "repeat": repeat, "kv_type": kv_type, "llama_cpp": peer_status,
-            "results": results}
+            "interference": interference.measure(cpu_before), "results": results}
 
 
 def _mib(b):
@@ -296,6 +297,10 @@ def format_table(report):
     if report["llama_cpp"] != "installed":
         lines.append(report["llama_cpp"] if report["llama_cpp"].startswith("llama.cpp") else
                      f"llama.cpp: {report['llama_cpp']}")
+    cpu = report.get("interference")
+    if cpu:
+        lines.append(f"during the run: {interference.describe(cpu)}"
+                     + (" (busy: figures are pessimistic and noisy)" if cpu["busy"] else ""))
     return "\n".join(lines)
 
 
