@@ -135,7 +135,8 @@ typedef struct rows_task {
     er_model *md;
     er_session *s;
     const er_layer *L;
-    int layer, m, n;        /* rows, elements per row */
+    int op, layer;          /* the operation the workers trace their rows as (0: none, the residual adds) */
+    int m, n;               /* rows, elements per row */
     const float *src, *w;   /* a row op's input (row b at src + b * n) and weights */
     float *dst;             /* its output, or the row it updates in place */
     void (*quantize)(const float *, void *, int);
@@ -144,11 +145,16 @@ typedef struct rows_task {
     atomic_int next;
 } rows_task;
 
+/* Workers trace their share (rows done); thread 0's is inside the caller's
+ * event for the operation, as for the products. */
 static void rows_worker(void *ctx, int ith, int nth) {
-    (void)ith;
     (void)nth;
     rows_task *t = ctx;
-    for (int b; (b = er_pool_claim(&t->next)) < t->m;) t->row(t, b);
+    er_trace *tr = &t->md->trace;
+    const uint64_t t0 = ith && t->op ? er_trace_begin(tr) : 0;
+    int rows = 0;
+    for (int b; (b = er_pool_claim(&t->next)) < t->m; rows++) t->row(t, b);
+    er_trace_end(tr, t0, t->op, t->layer, ith, t->m, rows, t->n);
 }
 
 static void each_row(er_model *md, rows_task *t) {
@@ -220,8 +226,8 @@ static void store_kv_row(const rows_task *t, int b) {
  * its Q6_K wv — each get their format. `cached` has bit k set once kind k's
  * region holds this x, so Q, K and V (or gate and up) quantize once per kind.
  */
-static const void *prepare(er_model *md, const er_weight *w, const float *x, int m, int n, size_t *stride,
-                           unsigned *cached) {
+static const void *prepare(er_model *md, int op, int layer, const er_weight *w, const float *x, int m, int n,
+                           size_t *stride, unsigned *cached) {
     const int kind = md->k->act_kind[w->wtype];
     if (kind == ER_ACT_F32) {
         *stride = (size_t)n * sizeof(float);
@@ -234,8 +240,8 @@ static const void *prepare(er_model *md, const er_weight *w, const float *x, int
     if (!(*cached & (1u << kind))) {
         void (*quantize)(const float *, void *, int) =
             kind == ER_ACT_Q8_K ? md->k->quantize_row_q8_k : md->k->quantize_row_q8_0;
-        each_row(md, &(rows_task){.row = quantize_row, .md = md, .m = m, .n = n, .src = x, .quantize = quantize,
-                                  .q = dst, .stride = *stride});
+        each_row(md, &(rows_task){.row = quantize_row, .md = md, .op = op, .layer = layer, .m = m, .n = n, .src = x,
+                                  .quantize = quantize, .q = dst, .stride = *stride});
         *cached |= 1u << kind;
     }
     return dst;
@@ -251,7 +257,7 @@ static void matmul_shared(er_model *md, int op, int layer, const float *x, int m
     unsigned cached = 0;
     for (int i = 0; i < n; i++) {
         t.it[i].w = w[i];
-        t.it[i].x = prepare(md, w[i], x, m, w[i]->n_in, &t.it[i].x_stride, &cached);
+        t.it[i].x = prepare(md, op, layer, w[i], x, m, w[i]->n_in, &t.it[i].x_stride, &cached);
         t.it[i].y = y[i];
         t.it[i].y_stride = (size_t)w[i]->n_out;
         t.chunk_rows[i] = chunk_rows_for(md->k, w[i], md->pool.n_threads);
@@ -425,16 +431,18 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
 
         /* attention block */
         t0 = er_trace_begin(tr);
-        each_row(md,
-                 &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = x, .w = L->attn_norm, .dst = xb});
+        each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .op = ER_OP_ATTN_NORM, .layer = l, .m = m, .n = E,
+                                  .src = x, .w = L->attn_norm, .dst = xb});
         er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
         matmul_shared(md, ER_OP_QKV, l, xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},
                       (float *const[]){md->act.q, md->act.k, md->act.v}, 3);
         t0 = er_trace_begin(tr);
-        each_row(md, &(rows_task){.row = rope_row, .md = md, .m = m, .L = L});
+        each_row(md, &(rows_task){.row = rope_row, .md = md, .op = ER_OP_ROPE, .layer = l, .m = m, .n = qd + kvd,
+                                  .L = L});
         er_trace_end(tr, t0, ER_OP_ROPE, l, 0, m, qd + kvd, qd + kvd);
         t0 = er_trace_begin(tr);
-        each_row(md, &(rows_task){.row = store_kv_row, .md = md, .m = m, .s = s, .layer = l});
+        each_row(md, &(rows_task){.row = store_kv_row, .md = md, .op = ER_OP_KV_STORE, .layer = l, .m = m,
+                                  .n = 2 * kvd, .s = s});
         er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
         t0 = er_trace_begin(tr);
         att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
@@ -456,14 +464,14 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
 
         /* feed-forward block (SwiGLU) */
         t0 = er_trace_begin(tr);
-        each_row(md,
-                 &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = x, .w = L->ffn_norm, .dst = xb});
+        each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .op = ER_OP_FFN_NORM, .layer = l, .m = m, .n = E,
+                                  .src = x, .w = L->ffn_norm, .dst = xb});
         er_trace_end(tr, t0, ER_OP_FFN_NORM, l, 0, m, E, E);
         matmul_shared(md, ER_OP_FFN_GATE_UP, l, xb, m, (const er_weight *const[]){&L->w_gate, &L->w_up},
                       (float *const[]){md->act.hb, md->act.hb2}, 2);
         t0 = er_trace_begin(tr);
-        each_row(md,
-                 &(rows_task){.row = silu_mul_row, .md = md, .m = m, .n = F, .src = md->act.hb2, .dst = md->act.hb});
+        each_row(md, &(rows_task){.row = silu_mul_row, .md = md, .op = ER_OP_SILU_MUL, .layer = l, .m = m, .n = F,
+                                  .src = md->act.hb2, .dst = md->act.hb});
         er_trace_end(tr, t0, ER_OP_SILU_MUL, l, 0, m, F, 2 * F);
         matmul1(md, ER_OP_FFN_DOWN, l, md->act.hb, m, &L->w_down, xb2);
         each_row(md, &(rows_task){.row = add_row, .md = md, .m = m, .n = E, .src = xb2, .dst = x});
@@ -473,8 +481,8 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
      * vocabulary projection: all of them for er_decode_all, else the last. */
     int first = logits_all ? 0 : m - 1, rows = m - first;
     t0 = er_trace_begin(tr);
-    each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = rows, .n = E, .src = x + (size_t)first * E,
-                              .w = md->output_norm, .dst = xb});
+    each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .op = ER_OP_OUTPUT_NORM, .layer = -1, .m = rows, .n = E,
+                              .src = x + (size_t)first * E, .w = md->output_norm, .dst = xb});
     er_trace_end(tr, t0, ER_OP_OUTPUT_NORM, -1, 0, rows, E, E);
     float *out = logits_all ? logits_all : s->logits;
     matmul1(md, ER_OP_LM_HEAD, -1, xb, rows, &md->output, out);
