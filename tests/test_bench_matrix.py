@@ -4,6 +4,7 @@ section and its place in docs/PERFORMANCE.md. The full matrix is `make bench`.""
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
@@ -57,6 +58,31 @@ def test_membw_probe_reports_json():
     assert bad.returncode == 2 and "usage" in bad.stderr
 
 
+def test_core_latency_probe():
+    exe = bench._tool("edgerun-corelat")
+    if exe is None:
+        pytest.skip("edgerun-corelat is not built (make build)")
+    bad = subprocess.run([str(exe), "5"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "usage" in bad.stderr
+    if len(os.sched_getaffinity(0)) < 2:
+        one = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30)
+        assert one.returncode == 2 and "needs two CPUs" in one.stderr
+        assert bench.measure_core_latency() is None
+        return
+    r = subprocess.run([str(exe), "20000"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(d["cpus"]) == 2 and d["cpus"][0] != d["cpus"][1]
+    # a hand-over needs at least a few ns, and the probe gives up after a second
+    assert 1 <= d["round_trips"] <= 20000 and d["round_trip_ns"] > 5
+    assert bench.measure_core_latency() > 5
+    # confined to one CPU, it says so instead of measuring a core with itself
+    if shutil.which("taskset"):
+        one = subprocess.run(["taskset", "-c", str(d["cpus"][0]), str(exe)], capture_output=True, text=True,
+                             timeout=30)
+        assert one.returncode == 2 and "needs two CPUs" in one.stderr
+
+
 def _fake_report():
     rows = []
     for engine, dec in (("edgerun", 120.0), ("llama.cpp", 100.0)):
@@ -89,6 +115,16 @@ def test_markdown_section_and_doc_update(tmp_path):
     again = bench.update_doc(doc, "## Throughput: new")
     assert "900.0" not in again and "## Throughput: new" in again and "numbers" in again
     assert again.count(bench.DOC_BEGIN) == 1 and again.count(bench.DOC_END) == 1
+
+
+def test_core_round_trip_line():
+    rep = _fake_report()
+    assert "round trip" not in bench.format_markdown(rep)  # an older report
+    rep["core_round_trip_ns_before_after"] = [62.4, 331.0]
+    assert "round trip between the first two CPUs (edgerun-corelat), before and after: 62 ns and 331 ns" in \
+        bench.format_markdown(rep)
+    rep["core_round_trip_ns_before_after"] = [None, None]  # one CPU, or not built
+    assert "round trip" not in bench.format_markdown(rep)
 
 
 def test_busy_flag_follows_other_work_not_the_runs_own_load():

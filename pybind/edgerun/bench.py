@@ -395,6 +395,24 @@ def membw_binary():
 NEAR_MIB = 256   # the per-row probe: 20 passes of 256 MiB, under a second
 
 
+def _tool(name):
+    """runtime_c/tools' `name` beside edgerun-membw (same build), or None."""
+    membw = membw_binary()
+    exe = membw.parent / name if membw else None
+    return exe if exe and exe.is_file() and os.access(exe, os.X_OK) else None
+
+
+def measure_core_latency():
+    """A cache line's round trip in ns between the first two CPUs this process
+    may run on (edgerun-corelat), or None (not built, one CPU)."""
+    exe = _tool("edgerun-corelat")
+    if exe is None:
+        return None
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    return float(json.loads(lines[-1])["round_trip_ns"]) if r.returncode == 0 and lines else None
+
+
 def measure_bandwidth(threads, mib=512, median=None):
     """{threads: GB/s} of streaming reads, and the probe used. The C probe
     (best of several passes) when built; otherwise numpy, one thread, which
@@ -454,6 +472,7 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
     # thread count: a probe that other processes disturb only reads low, and
     # a low bandwidth would flatter every engine's % of it.
     med = {}
+    core_ns = [measure_core_latency()]
     bw, probe = measure_bandwidth(threads, median=med)
     log("bench: read bandwidth " + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in sorted(bw.items())))
     llama = peer and llama_cpp_available()
@@ -499,6 +518,7 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
                         r["pct_of_near_bandwidth"] = 100.0 * r["decode_weight_gb_per_s"] / near
     med_after = {}
     bw_after, _ = measure_bandwidth(threads, median=med_after)
+    core_ns.append(measure_core_latency())
     log("bench: read bandwidth after " + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in sorted(bw_after.items())))
     bw_before = dict(bw)
     for t in threads:
@@ -522,6 +542,7 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
             "bandwidth_gb_per_s": {str(k): v for k, v in bw.items()},
             "median_bandwidth_gb_per_s": {str(k): v for k, v in med.items()},
             "bandwidth_before_after": {str(k): [bw_before[k], bw_after.get(k)] for k in bw},
+            "core_round_trip_ns_before_after": core_ns,
             "bandwidth_probe": probe, "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens,
             "repeat": repeat, "ctx": MATRIX_CTX, "kv_type": kv_type, "llama_cpp": peer_status, "results": rows}
 
@@ -564,6 +585,15 @@ def format_markdown(rep, plot_name=None):
         + ("  **(machine was busy: figures are pessimistic and noisy)**" if busy else ""),
         f"* read bandwidth measured in the same run, before and after the engines, the higher kept: {bw} "
         f"({rep['bandwidth_probe']})" + (f"; median pass: {mbw}" if mbw else ""),
+    ]
+    core = rep.get("core_round_trip_ns_before_after") or []
+    if any(c is not None for c in core):
+        lines.append(
+            "* a cache line's round trip between the first two CPUs (edgerun-corelat), before and after: "
+            + " and ".join("-" if c is None else f"{c:.0f} ns" for c in core)
+            + " (tens of ns: cores sharing a last-level cache; hundreds: not, where 2-thread bandwidth can"
+            " read far higher than 2-thread decode can use)")
+    lines += [
         f"* workload: {rep['prompt_tokens']}-token prompt (prefill, one batch of 64), then {rep['gen_tokens']} "
         f"greedy decode steps; context {rep['ctx']}; KV cache {rep.get('kv_type', 'f32').upper()} in both engines "
         f"(llama.cpp's default); each engine in its own process; "
