@@ -408,7 +408,10 @@ def measure_core_latency():
     exe = _tool("edgerun-corelat")
     if exe is None:
         return None
-    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    try:
+        r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     return float(json.loads(lines[-1])["round_trip_ns"]) if r.returncode == 0 and lines else None
 

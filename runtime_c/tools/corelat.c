@@ -16,7 +16,7 @@
  * hundreds; a cloud VM's two vCPUs can be moved between the two cases from
  * one minute to the next, and the memory bandwidth the bench measures moves
  * with them. Exit status 2 with one line on stderr when fewer than two CPUs
- * are available or a thread cannot start.
+ * are available, a thread cannot start, or the second CPU does not answer.
  */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE 1 /* sched_getaffinity, pthread_setaffinity_np */
@@ -95,8 +95,13 @@ int main(int argc, char **argv) {
     long done = 0;
     while (done < rounds) {
         atomic_store_explicit(&p.turn, 2 * done + 1, memory_order_release);
-        while (atomic_load_explicit(&p.turn, memory_order_acquire) != 2 * done + 2) {
-        }
+        /* a second CPU that never answers (taken by higher-priority work)
+         * must not hang the caller: give up after 2 s in one hand-over */
+        for (long spins = 1; atomic_load_explicit(&p.turn, memory_order_acquire) != 2 * done + 2; spins++)
+            if (spins % (1L << 20) == 0 && now_s() - t0 > 2.0) {
+                fprintf(stderr, "edgerun-corelat: CPU %d did not answer within 2 s\n", cpus[1]);
+                return 2;
+            }
         done++;
         if (done % 1024 == 0 && (t1 = now_s()) - t0 > 1.0) break;
     }
