@@ -30,15 +30,18 @@ import numpy as np
 import pytest
 
 
+@pytest.mark.parametrize("n_batch", [16, 32])
 @pytest.mark.parametrize("qtype", ["f32", "q8_0", "q4_0"])
-def test_logits_identical_for_every_thread_count(tiny, qtype):
+def test_logits_identical_for_every_thread_count(tiny, qtype, n_batch):
     import edgerun
     path = tiny.gguf("llama_untied_theta5e5", qtype)
     ids = [int(v) for v in np.random.RandomState(7).randint(0, 200, 40)]
     got = {}
     for n in (1, 2, 3, 5):
-        # n_batch 16: the 40 ids run as prefill chunks of 16, 16, 8
-        with edgerun.Model(path, n_ctx=64, n_threads=n, n_batch=16) as m:
+        # the 40 ids run as prefill chunks of 16, 16, 8 (n_batch 16) or 32, 8:
+        # a chunk of 32 rows also spreads its row-wise work (norms, RoPE,
+        # K/V stores, SiLU, quantization) over the threads (forward.c each_row)
+        with edgerun.Model(path, n_ctx=64, n_threads=n, n_batch=n_batch) as m:
             prefill = m.logits(ids)
             with m.session() as s:
                 s.decode(ids[:24])
