@@ -197,10 +197,23 @@ static void check_quantizers(const er_kernels *k) {
         for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;                  /* an all-zero block */
         for (int j = 0; j < 32; j++) x[64 + j] = (float)(j - 16) * 0.5f; /* exact .5 ties */
         x[64 + 31] = 127.0f;
+        if (n >= 256) {
+            /* scales a half holds only as a subnormal (1.3e-5), that no half
+             * holds (8e-24), and a denormal input (flushed under FTZ) */
+            for (int j = 0; j < 32; j++) x[96 + j] = (float)(j - 16) * 1e-4f;
+            for (int j = 0; j < 32; j++) x[128 + j] = (float)(j - 16) * 6.25e-23f;
+            for (int j = 0; j < 32; j++) x[160 + j] = j == 5 ? 1e-40f : 0.0f;
+        }
         if (n >= 512) {
             x[300] = INFINITY; /* inf and NaN in their own blocks */
             x[420] = NAN;
             x[421] = -5.0f;
+            /* a Q8_K block whose largest magnitude comes as -v, then +v: the
+             * scale follows the first, as generic's strict > does */
+            for (int j = 512; j < 768; j++) x[j] *= 0.1f;
+            x[600] = -100.0f;
+            x[601] = 100.0f;
+            x[800] = NAN; /* a NaN in a Q8_K block with no inf to hide it */
         }
         memset(a, 0x5a, sizeof a);
         memset(b, 0xa5, sizeof b);
@@ -217,6 +230,22 @@ static void check_quantizers(const er_kernels *k) {
                   "%s: quantize_row_q8_k n=%d differs from generic", k->name, n);
         }
     }
+}
+
+/* check_quantizers again on a thread in the workers' floating-point mode
+ * (er_cpu_set_ftz), where the quantizers run in a decode: a vector division
+ * or half conversion that flushed differently from generic's scalar code
+ * would change the bytes only there */
+static void *quantizers_ftz_thread(void *arg) {
+    er_cpu_set_ftz();
+    check_quantizers(arg);
+    return NULL;
+}
+
+static void check_quantizers_ftz(const er_kernels *k) {
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, quantizers_ftz_thread, (void *)k) == 0, "thread");
+    pthread_join(th, NULL);
 }
 
 static void check_dots(const er_kernels *k, const er_kernels *g) {
@@ -657,6 +686,7 @@ int main(void) {
         const int fails_before = g_test_fail;
         check_table_shape(k, g);
         check_quantizers(k);
+        check_quantizers_ftz(k);
         check_dots(k, g);
         check_matmul(k, g);
         check_dequant(k, g);

@@ -113,33 +113,62 @@ void er_neon_add(float *y, const float *x, int n) {
         y[i] += x[i];
 }
 
+/* the largest |x| of the block at xb; compare-and-select, not FMAX: a NaN
+ * must leave the running max alone, as generic's `a > amax ? a : amax` does */
+static inline float block_amax(const float *xb) {
+    float32x4_t am = vdupq_n_f32(0.0f);
+    for (int k = 0; k < 8; k++) {
+        const float32x4_t a = vabsq_f32(vld1q_f32(xb + 4 * k));
+        am = vbslq_f32(vcgtq_f32(a, am), a, am);
+    }
+    return vmaxvq_f32(am);
+}
+
+/* the 32 quants of the block at xb, scaled by id, stored at qs. FCVTAS is
+ * generic's roundf (nearest, ties away from zero) and int conversion in one,
+ * and turns NaN into 0 as generic does; out-of-range values saturate, then
+ * the clamp to [-127, 127] runs on 16-bit lanes, eight at a time. */
+static inline void block_quants(const float *xb, float id, int8_t *qs) {
+    const int16x8_t lo = vdupq_n_s16(-127), hi = vdupq_n_s16(127);
+    for (int k = 0; k < 8; k += 4) {
+        int16x8_t h[2];
+        for (int u = 0; u < 2; u++) {
+            const int32x4_t a = vcvtaq_s32_f32(vmulq_n_f32(vld1q_f32(xb + 4 * (k + 2 * u)), id));
+            const int32x4_t b = vcvtaq_s32_f32(vmulq_n_f32(vld1q_f32(xb + 4 * (k + 2 * u + 1)), id));
+            h[u] = vminq_s16(vmaxq_s16(vcombine_s16(vqmovn_s32(a), vqmovn_s32(b)), lo), hi);
+        }
+        vst1q_s8(qs + 4 * k, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+    }
+}
+
+/* Four blocks' scales at a time, as the AVX2 twin takes eight: the divisions
+ * d = amax / 127 and 1 / d as vectors and d to half by FCVTN, where one
+ * block at a time waited on two dependent scalar divisions and called the
+ * portable half conversion. The same IEEE operations, so the same bytes as
+ * generic (FCVTN: float_neon.c's er_neon_f32_to_f16), FTZ workers included.
+ * Instructions for a 2,048-wide row, counted under qemu (no Arm board to
+ * time it on): see PERFORMANCE.md. */
 void er_neon_quantize_row_q8_0(const float *x, void *dst, int n) {
     er_block_q8_0 *y = dst;
-    for (int i = 0; i < n / ER_QK8_0; i++) {
-        const float *xb = x + (size_t)i * ER_QK8_0;
-        float32x4_t v[8], am = vdupq_n_f32(0.0f);
-        for (int k = 0; k < 8; k++) {
-            v[k] = vld1q_f32(xb + 4 * k);
-            /* compare-and-select, not FMAX: a NaN must leave the running
-             * max alone, as generic's `a > amax ? a : amax` does */
-            const float32x4_t a = vabsq_f32(v[k]);
-            am = vbslq_f32(vcgtq_f32(a, am), a, am);
+    const int nb = n / ER_QK8_0;
+    int i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        float am[4], id[4];
+        uint16_t d16[4];
+        for (int b = 0; b < 4; b++) am[b] = block_amax(x + (size_t)(i + b) * ER_QK8_0);
+        const float32x4_t d = vdivq_f32(vld1q_f32(am), vdupq_n_f32(127.0f));
+        const uint32x4_t zero = vceqq_f32(d, vdupq_n_f32(0.0f));
+        const float32x4_t inv = vdivq_f32(vdupq_n_f32(1.0f), d);
+        vst1q_f32(id, vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(inv), zero)));
+        vst1_u16(d16, vreinterpret_u16_f16(vcvt_f16_f32(d)));
+        for (int b = 0; b < 4; b++) {
+            y[i + b].d = d16[b];
+            block_quants(x + (size_t)(i + b) * ER_QK8_0, id[b], y[i + b].qs);
         }
-        const float amax = vmaxvq_f32(am);
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    }
+    for (; i < nb; i++) {
+        const float d = block_amax(x + (size_t)i * ER_QK8_0) / 127.0f;
         y[i].d = er_f32_to_f16(d);
-        for (int k = 0; k < 8; k += 2) {
-            int32x4_t q[2];
-            for (int h = 0; h < 2; h++) {
-                /* FRINTA is roundf: nearest, ties away from zero */
-                float32x4_t r = vrndaq_f32(vmulq_n_f32(v[k + h], id));
-                r = vbslq_f32(vceqq_f32(r, r), r, vdupq_n_f32(0.0f)); /* NaN -> 0 */
-                r = vminq_f32(vmaxq_f32(r, vdupq_n_f32(-127.0f)), vdupq_n_f32(127.0f));
-                q[h] = vcvtq_s32_f32(r);
-            }
-            const int16x8_t q16 = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]));
-            vst1_s8(y[i].qs + 4 * k, vmovn_s16(q16));
-        }
+        block_quants(x + (size_t)i * ER_QK8_0, d != 0.0f ? 1.0f / d : 0.0f, y[i].qs);
     }
 }

@@ -42,6 +42,7 @@ void er_neon_f32_to_f16(const float *x, er_f16 *y, int n);
 void er_neon_f16_to_f32(const er_f16 *x, float *y, int n);
 
 void er_neon_quantize_row_q8_0(const float *x, void *dst, int n);
+void er_neon_quantize_row_q8_k(const float *x, void *dst, int n);
 void er_neon_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void er_neon_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int neox);
 void er_neon_softmax(float *x, int n);

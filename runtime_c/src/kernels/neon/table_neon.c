@@ -40,7 +40,7 @@
                         [ER_W_BF16] = er_neon_dequant_bf16, [ER_W_Q8_0] = er_gen_dequant_q8_0,                     \
                         [ER_W_Q4_0] = er_gen_dequant_q4_0, [ER_W_Q4_K] = er_gen_dequant_q4_k,                      \
                         [ER_W_Q5_K] = er_gen_dequant_q5_k, [ER_W_Q6_K] = er_gen_dequant_q6_k},                     \
-        .quantize_row_q8_0 = er_neon_quantize_row_q8_0, .quantize_row_q8_k = er_gen_quantize_row_q8_k,             \
+        .quantize_row_q8_0 = er_neon_quantize_row_q8_0, .quantize_row_q8_k = er_neon_quantize_row_q8_k,            \
         .rmsnorm = er_neon_rmsnorm, .rope = er_gen_rope, .softmax = er_neon_softmax, .silu_mul = er_neon_silu_mul, \
         .rope_cs = er_neon_rope_cs,\
         .add = er_neon_add, .attention = er_neon_attention, .attention_multi = er_neon_attention_multi,           \

@@ -51,7 +51,7 @@ static er_kernels k_sve = {
         [ER_W_Q6_K] = er_gen_dequant_q6_k,
     },
     .quantize_row_q8_0 = er_neon_quantize_row_q8_0,
-    .quantize_row_q8_k = er_gen_quantize_row_q8_k,
+    .quantize_row_q8_k = er_neon_quantize_row_q8_k,
     .rmsnorm = er_neon_rmsnorm,
     .rope = er_gen_rope,
     .rope_cs = er_neon_rope_cs, /* NEON, like the other element-wise kernels */
