@@ -3,6 +3,7 @@
  * run, against the generic table and double-precision references.
  *
  * Exactness contract (what each check below enforces):
+ *  - argmax: the index the plain loop picks (kernels.h), NaN, ties and +-0 included.
  *  - quantize_row_q8_0 / q8_k, dequant_row, add, f32->f16: bit-identical to
  *    generic (f16->f32 too, except that a NaN need only stay a NaN of the
  *    same sign: F16C/FCVT quiet signalling NaNs).
@@ -180,7 +181,7 @@ static void check_table_shape(const er_kernels *k, const er_kernels *g) {
         kinds += k->act_kind[t] != g->act_kind[t];
     }
     missing += !k->quantize_row_q8_0 + !k->quantize_row_q8_k + !k->rmsnorm + !k->rope + !k->rope_cs + !k->softmax +
-               !k->silu_mul + !k->add + !k->attention + !k->attention_multi + !k->f32_to_f16 +
+               !k->silu_mul + !k->add + !k->argmax + !k->attention + !k->attention_multi + !k->f32_to_f16 +
                !k->f16_to_f32;
     CHECK(missing == 0, "%s: %d null entries", k->name, missing);
     CHECK(kinds == 0, "%s: %d weight types use another activation format than generic", k->name, kinds);
@@ -351,6 +352,43 @@ static void check_dequant(const er_kernels *k, const er_kernels *g) {
 static int close_rel(float got, float want, double rel, double abs_tol) {
     if (isnan(want)) return isnan(got);
     return fabs((double)got - want) <= rel * fabs((double)want) + abs_tol;
+}
+
+/* argmax against the rule it promises (kernels.h): the plain loop */
+static int32_t argmax_rule(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static void check_argmax(const er_kernels *k) {
+    static float x[32000];
+    static const int ns[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 47, 100, 1000, 32000};
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const int n = ns[ni];
+        for (int c = 0; c < 10; c++) {
+            for (int i = 0; i < n; i++) x[i] = rnd_f();
+            const int a = (int)(rnd_u64() % (uint64_t)n), b = (int)(rnd_u64() % (uint64_t)n);
+            switch (c) {
+            case 1: x[a] = x[b] = 2.0f; break;                       /* a tie, in any two lanes */
+            case 2: x[0] = NAN; break;                               /* nothing exceeds it */
+            case 3: x[a] = NAN, x[b] = 5.0f; break;                  /* a NaN never wins */
+            case 4: for (int i = 0; i < n; i++) x[i] = i % 3 ? -0.0f : 0.0f; break; /* +0 == -0 */
+            case 5: for (int i = 0; i < n; i++) x[i] = -INFINITY; break;
+            case 6: x[a] = INFINITY, x[b] = INFINITY; break;
+            case 7: for (int i = 0; i < n; i++) x[i] = i % 2 ? NAN : -1.0f; x[n - 1] = 0.5f; break;
+            case 8: x[n - 1] = 3.0f; break;                          /* in the tail */
+            case 9: /* NaN everywhere but 0 and b: no lane may let one in */
+                for (int i = 1; i < n; i++) x[i] = NAN;
+                x[0] = -1.0f, x[b] = b ? 0.5f : -1.0f;
+                break;
+            default: break;
+            }
+            const int32_t got = k->argmax(x, n), want = argmax_rule(x, n);
+            CHECK(got == want, "%s: argmax n=%d case %d gives %d, the rule %d", k->name, n, c, (int)got, (int)want);
+        }
+    }
 }
 
 static void check_elementwise(const er_kernels *k, const er_kernels *g) {
@@ -691,6 +729,7 @@ int main(void) {
         check_matmul(k, g);
         check_dequant(k, g);
         check_elementwise(k, g);
+        check_argmax(k);
         check_rope_cs(k, g);
         check_f16_rows(k);
         check_attention(k, g);

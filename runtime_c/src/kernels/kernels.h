@@ -170,6 +170,15 @@ typedef struct er_kernels {
     void (*add)(float *y, const float *x, int n);
 
     /*
+     * Greedy sampling's pick: the index of the first largest of x[0..n),
+     * n >= 1, exactly as `best = 0; if (x[i] > x[best]) best = i` finds it
+     * (a NaN never wins, except a NaN at 0, which nothing exceeds; equal
+     * values, +0 and -0 included, keep the first). Every table returns the
+     * same index for the same x.
+     */
+    int32_t (*argmax)(const float *x, int n);
+
+    /*
      * Causal attention for ONE query head over n_kv cached positions:
      * out[d] = sum_t softmax_t(scale * q.k_t) v_t[d]. k/v rows are head_dim
      * elements of kv_type (ER_KV_F32/ER_KV_F16) with row stride kv_stride

@@ -45,6 +45,7 @@ static const er_kernels k_generic = {
     .softmax = er_gen_softmax,
     .silu_mul = er_gen_silu_mul,
     .add = er_gen_add,
+    .argmax = er_gen_argmax,
     .attention = er_gen_attention,
     .attention_multi = er_gen_attention_multi,
     .attention_heads = er_gen_attention_heads,

@@ -172,3 +172,30 @@ void er_neon_quantize_row_q8_0(const float *x, void *dst, int n) {
         block_quants(x + (size_t)i * ER_QK8_0, d != 0.0f ? 1.0f / d : 0.0f, y[i].qs);
     }
 }
+
+/* kernels.h argmax: the largest value first (four compare-and-select
+ * chains; FMAX would let a NaN in), then the first index holding it. */
+int32_t er_neon_argmax(const float *x, int n) {
+    if (x[0] != x[0]) return 0;
+    float32x4_t m[4];
+    for (int j = 0; j < 4; j++) m[j] = vdupq_n_f32(x[0]);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 4; j++) {
+            const float32x4_t v = vld1q_f32(x + i + 4 * j);
+            m[j] = vbslq_f32(vcgtq_f32(v, m[j]), v, m[j]);
+        }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        m[0] = vbslq_f32(vcgtq_f32(v, m[0]), v, m[0]);
+    }
+    /* no NaN in m, so FMAX is exact here */
+    float top = vmaxvq_f32(vmaxq_f32(vmaxq_f32(m[0], m[1]), vmaxq_f32(m[2], m[3])));
+    for (; i < n; i++)
+        if (x[i] > top) top = x[i];
+    const float32x4_t vt = vdupq_n_f32(top);
+    for (i = 0; i + 4 <= n; i += 4)
+        if (vmaxvq_u32(vceqq_f32(vld1q_f32(x + i), vt))) break;
+    while (x[i] != top) i++;
+    return i;
+}

@@ -58,6 +58,7 @@ static er_kernels k_sve = {
     .softmax = er_neon_softmax,
     .silu_mul = er_neon_silu_mul,
     .add = er_neon_add,
+    .argmax = er_neon_argmax,
     .attention = er_neon_attention,
     .attention_multi = er_neon_attention_multi,
     .attention_heads = er_neon_attention_heads,

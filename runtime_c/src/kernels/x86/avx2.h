@@ -85,6 +85,7 @@ void er_avx2_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int n
 void er_avx2_softmax(float *x, int n);
 void er_avx2_silu_mul(float *g, const float *u, int n);
 void er_avx2_add(float *y, const float *x, int n);
+int32_t er_avx2_argmax(const float *x, int n);
 void er_avx2_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
                        int n_kv, int head_dim, float scale, float *scores);
 void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,

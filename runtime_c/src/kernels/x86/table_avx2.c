@@ -48,6 +48,7 @@ static const er_kernels k_avx2 = {
     .softmax = er_avx2_softmax,
     .silu_mul = er_avx2_silu_mul,
     .add = er_avx2_add,
+    .argmax = er_avx2_argmax,
     .attention = er_avx2_attention,
     .attention_multi = er_avx2_attention_multi,
     .attention_heads = er_avx2_attention_heads,
