@@ -43,7 +43,8 @@
         .quantize_row_q8_0 = er_neon_quantize_row_q8_0, .quantize_row_q8_k = er_neon_quantize_row_q8_k,            \
         .rmsnorm = er_neon_rmsnorm, .rope = er_gen_rope, .softmax = er_neon_softmax, .silu_mul = er_neon_silu_mul, \
         .rope_cs = er_neon_rope_cs,\
-        .add = er_neon_add, .argmax = er_neon_argmax, .attention = er_neon_attention, .attention_multi = er_neon_attention_multi,           \
+        .add = er_neon_add, .argmax = er_neon_argmax,                                                              \
+        .attention = er_neon_attention, .attention_multi = er_neon_attention_multi,                                \
         .attention_heads = er_neon_attention_heads,                                                                \
         .attention_scores = er_neon_attention_scores,                                                              \
         .attention_sums = er_neon_attention_sums,                                                                  \
