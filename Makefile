@@ -8,7 +8,8 @@
 #   make test-kernels-qemu  every Arm kernel table and layout against generic under qemu,
 #                    cortex-a72 / cortex-a76 / SVE 128-2048 bits (scripts/test_kernels_qemu.sh)
 #   make kernel-insns  instructions each Arm table executes per matrix product under qemu,
-#                    file layout vs repacked (scripts/kernel_insns_qemu.sh)
+#                    file layout vs repacked, and per activation row quantized, NEON vs
+#                    generic (scripts/kernel_insns_qemu.sh)
 #   make test        C unit tests, pytest, clang -Werror build, pip install check
 #   make test-long   the slow tests (-m long)
 #   make test-asan   C tests and the bad-input/CLI tests under ASan+UBSan

@@ -10,6 +10,11 @@
  * every layout's row group up to SVE 2048 bits and every block size). The
  * set-up (weights, repacking, activations) is the same for every REPS, so
  * the count at REPS = 1 minus the count at REPS = 0 is the product alone.
+ *
+ *   kernel_insns TABLE quantize q8_0|q8_k N REPS
+ * instead quantizes one activation row of N floats (a multiple of 256) REPS
+ * times with the table's Q8_0 or Q8_K quantizer, the work the caller does
+ * before every product.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +30,34 @@ static int type_of(const char *s) {
     return -1;
 }
 
+/* kernel_insns TABLE quantize q8_0|q8_k N REPS */
+static int quantize(const er_kernels *k, const char *kind, int n, int reps) {
+    const int q8k = strcmp(kind, "q8_k") == 0;
+    if ((!q8k && strcmp(kind, "q8_0") != 0) || n < 256 || n % 256 || reps < 0) {
+        fprintf(stderr, "kernel_insns: quantize wants q8_0 or q8_k, N a multiple of 256, REPS >= 0\n");
+        return 2;
+    }
+    float *x = malloc(sizeof(float) * (size_t)n);
+    unsigned char *q = malloc(er_act_row_bytes(q8k ? ER_ACT_Q8_K : ER_ACT_Q8_0, n));
+    if (!x || !q) return 1;
+    for (int i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+    for (int r = 0; r < reps; r++) (q8k ? k->quantize_row_q8_k : k->quantize_row_q8_0)(x, q, n);
+    printf("%d\n", q[7]); /* keeps the quantizer live */
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[2], "quantize") == 0) {
+        const er_kernels *k = er_kernels_select(argv[1], NULL);
+        if (!k) {
+            fprintf(stderr, "kernel_insns: %s\n", er_last_error());
+            return 2;
+        }
+        return quantize(k, argv[3], atoi(argv[4]), atoi(argv[5]));
+    }
     if (argc != 6) {
-        fprintf(stderr, "usage: kernel_insns TABLE q8_0|q4_0|q4_k|q5_k|q6_k file|repacked M REPS\n");
+        fprintf(stderr, "usage: kernel_insns TABLE q8_0|q4_0|q4_k|q5_k|q6_k file|repacked M REPS\n"
+                        "       kernel_insns TABLE quantize q8_0|q8_k N REPS\n");
         return 2;
     }
     const er_kernels *k = er_kernels_select(argv[1], NULL);

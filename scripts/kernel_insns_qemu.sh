@@ -7,7 +7,11 @@
 # depend on the emulator's speed: instructions are not cycles, but a kernel
 # that executes a fifth of the instructions is not slower on any core.
 # Prints a markdown table: decode (m = 1) and prefill (m = 4) per table,
-# vector length and type. About 2-3 minutes on 2 cores.
+# vector length and type. About 2-3 minutes on 2 cores. Then a second one:
+# the activation quantizers the caller runs before every product (Q8_0 for
+# Q8_0/Q4_0 weights, Q8_K for the K-quants), one row of 768 and of 2,048,
+# generic against neon-dotprod (the NEON and SVE tables share them) on
+# cortex-a76.
 # Env: CROSS_CC (aarch64-linux-gnu-gcc), QEMU (qemu-aarch64), BUILD (scratch
 # dir), TYPES (default "q8_0 q4_0 q4_k q5_k q6_k").
 set -u
@@ -48,4 +52,15 @@ for spec in "sve 256 max,sve-default-vector-length=32" "sve 512 max,sve-default-
         p0=$(product "$3" "$1" "$t" file 4) p1=$(product "$3" "$1" "$t" repacked 4)
         echo "| $1 | $2 bits | $t | $d0 -> $d1 | $p0 -> $p1 |"
     done
+done
+
+quantizer() { # cpu table kind n: instructions of one row's quantization
+    echo $(( $(count "$1" "$2" quantize "$3" "$4" 1) - $(count "$1" "$2" quantize "$3" "$4" 0) ))
+}
+echo
+echo "| activation row | Q8_0, generic -> neon-dotprod | Q8_K, generic -> neon-dotprod |"
+echo "|---|---:|---:|"
+for n in 768 2048; do
+    echo "| $n | $(quantizer cortex-a76 generic q8_0 $n) -> $(quantizer cortex-a76 neon-dotprod q8_0 $n)" \
+        "| $(quantizer cortex-a76 generic q8_k $n) -> $(quantizer cortex-a76 neon-dotprod q8_k $n) |"
 done

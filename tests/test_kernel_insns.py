@@ -1,7 +1,8 @@
 """scripts/kernel_insns_qemu.sh: instructions an Arm kernel table executes for one
 matrix product under qemu, file layout against repacked (how docs/PERFORMANCE.md
-counts the SVE layouts' work without Arm hardware). Runs the Q8_0 rows only (about
-40 s on 2 cores); skipped without the aarch64 cross compiler or qemu-aarch64."""
+counts the SVE layouts' work without Arm hardware), and for the activation
+quantizers, NEON against generic. Runs the Q8_0 rows only (about 40 s on 2 cores);
+skipped without the aarch64 cross compiler or qemu-aarch64."""
 import os
 import pathlib
 import re
@@ -31,3 +32,9 @@ def test_repacked_layouts_execute_fewer_instructions(tmp_path):
     assert counts[("sve", 256)][1] < 0.6 * counts[("sve", 128)][1]
     # SMMLA: two activation rows per instruction, fewer instructions than SDOT for prefill
     assert counts[("neon-i8mm", 128)][3] < counts[("neon-dotprod", 128)][3]
+    # the activation quantizers: NEON's against generic's, one row of 768 and of 2,048
+    quant = re.findall(r"^\| (\d+) \| (\d+) -> (\d+) \| (\d+) -> (\d+) \|$", r.stdout, re.M)
+    assert [int(n) for n, *_ in quant] == [768, 2048], r.stdout
+    for n, g8, n8, gk, nk in quant:
+        assert 0 < int(n8) < 0.5 * int(g8), (n, r.stdout)   # Q8_0
+        assert 0 < int(nk) < 0.3 * int(gk), (n, r.stdout)   # Q8_K: generic's is a scalar loop
