@@ -38,7 +38,7 @@ static int quantize(const er_kernels *k, const char *kind, int n, int reps) {
         return 2;
     }
     float *x = malloc(sizeof(float) * (size_t)n);
-    unsigned char *q = malloc(er_act_row_bytes(q8k ? ER_ACT_Q8_K : ER_ACT_Q8_0, n));
+    unsigned char *q = calloc(1, er_act_row_bytes(q8k ? ER_ACT_Q8_K : ER_ACT_Q8_0, n)); /* read at REPS = 0 too */
     if (!x || !q) return 1;
     for (int i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
     for (int r = 0; r < reps; r++) (q8k ? k->quantize_row_q8_k : k->quantize_row_q8_0)(x, q, n);
