@@ -45,6 +45,9 @@ def test_table_reports_errors_and_missing_peer():
     rep["interference"] = {"seconds": 3.0, "other_cpus": 0.7, "steal_share": 0.0, "busy": True}
     assert "during the run: other processes 0.70 CPUs on average" in bench.format_table(rep)
     assert "(busy: figures are pessimistic and noisy)" in bench.format_table(rep)
+    assert "core round trip" not in bench.format_table(rep)  # 1 thread, or an older report
+    rep["core_round_trip_ns_before_after"] = [84.4, None]
+    assert "core round trip before/after: 84 ns / -" in bench.format_table(rep)
 
 
 def _cli(*args):
@@ -68,6 +71,11 @@ def test_edgerun_figures(report):
     text, rep = report
     ours = [r for r in rep["results"] if r["engine"] == "edgerun"]
     assert [r["threads"] for r in ours] == [1, 2]
+    # 2 threads ran: which cores they had (edgerun-corelat, where built and two CPUs are ours)
+    core = rep["core_round_trip_ns_before_after"]
+    assert len(core) == 2
+    if bench.measure_core_latency() is not None:
+        assert all(c > 0 for c in core) and "core round trip before/after: " in text
     # what other work took the machine meanwhile (edgerun/interference.py), where Linux says
     if pathlib.Path("/proc/stat").exists():
         cpu = rep["interference"]

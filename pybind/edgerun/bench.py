@@ -242,6 +242,11 @@ def run(model, threads=(1,), prompt_tokens=64, gen_tokens=128, batch=64, ctx=0, 
     llama = peer and llama_cpp_available()
     results = []
     cpu_before = interference.snapshot()
+    # where 2 threads run, which cores they got (a VM's vCPUs move between
+    # cores that share a cache and cores that do not, and 2-thread decode
+    # differs between the two): the round trip before and after
+    several = any(t > 1 for t in threads)
+    core_before = measure_core_latency() if several else None
     for t in threads:
         r = _run_worker("edgerun", model, t, batch, ctx, prompt_tokens, gen_tokens, repeat, timeout, kv_type)
         results.append(r)
@@ -259,7 +264,9 @@ def run(model, threads=(1,), prompt_tokens=64, gen_tokens=128, batch=64, ctx=0, 
         peer_status = LLAMA_MISSING
     return {"model": str(model), "file_bytes": model.stat().st_size, "prompt_tokens": prompt_tokens,
             "gen_tokens": gen_tokens, "batch": batch, "repeat": repeat, "kv_type": kv_type, "llama_cpp": peer_status,
-            "interference": interference.measure(cpu_before), "results": results}
+            "interference": interference.measure(cpu_before),
+            "core_round_trip_ns_before_after": [core_before, measure_core_latency()] if several else None,
+            "results": results}
 
 
 def _mib(b):
@@ -301,6 +308,11 @@ def format_table(report):
     if cpu:
         lines.append(f"during the run: {interference.describe(cpu)}"
                      + (" (busy: figures are pessimistic and noisy)" if cpu["busy"] else ""))
+    core = report.get("core_round_trip_ns_before_after") or []
+    if any(c is not None for c in core):
+        lines.append("core round trip before/after: " + " / ".join("-" if c is None else f"{c:.0f} ns" for c in core)
+                     + " (tens of ns: the threads' cores share a cache; hundreds: they do not, and 2-thread decode"
+                     " runs at another speed)")
     return "\n".join(lines)
 
 
