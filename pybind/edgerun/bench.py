@@ -308,11 +308,10 @@ def format_table(report):
     if cpu:
         lines.append(f"during the run: {interference.describe(cpu)}"
                      + (" (busy: figures are pessimistic and noisy)" if cpu["busy"] else ""))
-    core = report.get("core_round_trip_ns_before_after") or []
-    if any(c is not None for c in core):
-        lines.append("core round trip before/after: " + " / ".join("-" if c is None else f"{c:.0f} ns" for c in core)
-                     + " (tens of ns: the threads' cores share a cache; hundreds: they do not, and 2-thread decode"
-                     " runs at another speed)")
+    core = round_trips_text(report, " / ")
+    if core:
+        lines.append(f"core round trip before/after: {core} (tens of ns: the threads' cores share a cache; "
+                     "hundreds: they do not, and 2-thread decode runs at another speed)")
     return "\n".join(lines)
 
 
@@ -426,6 +425,16 @@ def measure_core_latency():
         return None
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     return float(json.loads(lines[-1])["round_trip_ns"]) if r.returncode == 0 and lines else None
+
+
+def round_trips_text(report, sep):
+    """A report's core round trips before and after ("84 ns", "-" where none
+    was measured) joined by sep, or "" when it has none (one thread, one CPU,
+    an older report)."""
+    core = report.get("core_round_trip_ns_before_after") or []
+    if all(c is None for c in core):
+        return ""
+    return sep.join("-" if c is None else f"{c:.0f} ns" for c in core)
 
 
 def measure_bandwidth(threads, mib=512, median=None):
@@ -601,12 +610,11 @@ def format_markdown(rep, plot_name=None):
         f"* read bandwidth measured in the same run, before and after the engines, the higher kept: {bw} "
         f"({rep['bandwidth_probe']})" + (f"; median pass: {mbw}" if mbw else ""),
     ]
-    core = rep.get("core_round_trip_ns_before_after") or []
-    if any(c is not None for c in core):
+    core = round_trips_text(rep, " and ")
+    if core:
         lines.append(
-            "* a cache line's round trip between the first two CPUs (edgerun-corelat), before and after: "
-            + " and ".join("-" if c is None else f"{c:.0f} ns" for c in core)
-            + " (tens of ns: cores sharing a last-level cache; hundreds: not, where 2-thread bandwidth can"
+            f"* a cache line's round trip between the first two CPUs (edgerun-corelat), before and after: {core}"
+            " (tens of ns: cores sharing a last-level cache; hundreds: not, where 2-thread bandwidth can"
             " read far higher than 2-thread decode can use)")
     lines += [
         f"* workload: {rep['prompt_tokens']}-token prompt (prefill, one batch of 64), then {rep['gen_tokens']} "

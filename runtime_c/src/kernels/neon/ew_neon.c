@@ -113,17 +113,6 @@ void er_neon_add(float *y, const float *x, int n) {
         y[i] += x[i];
 }
 
-/* the largest |x| of the block at xb; compare-and-select, not FMAX: a NaN
- * must leave the running max alone, as generic's `a > amax ? a : amax` does */
-static inline float block_amax(const float *xb) {
-    float32x4_t am = vdupq_n_f32(0.0f);
-    for (int k = 0; k < 8; k++) {
-        const float32x4_t a = vabsq_f32(vld1q_f32(xb + 4 * k));
-        am = vbslq_f32(vcgtq_f32(a, am), a, am);
-    }
-    return vmaxvq_f32(am);
-}
-
 /* the 32 quants of the block at xb, scaled by id, stored at qs. FCVTAS is
  * generic's roundf (nearest, ties away from zero) and int conversion in one,
  * and turns NaN into 0 as generic does; out-of-range values saturate, then
@@ -155,7 +144,7 @@ void er_neon_quantize_row_q8_0(const float *x, void *dst, int n) {
     for (; i + 4 <= nb; i += 4) {
         float am[4], id[4];
         uint16_t d16[4];
-        for (int b = 0; b < 4; b++) am[b] = block_amax(x + (size_t)(i + b) * ER_QK8_0);
+        for (int b = 0; b < 4; b++) am[b] = er_neon_absmax(x + (size_t)(i + b) * ER_QK8_0, ER_QK8_0);
         const float32x4_t d = vdivq_f32(vld1q_f32(am), vdupq_n_f32(127.0f));
         const uint32x4_t zero = vceqq_f32(d, vdupq_n_f32(0.0f));
         const float32x4_t inv = vdivq_f32(vdupq_n_f32(1.0f), d);
@@ -167,7 +156,7 @@ void er_neon_quantize_row_q8_0(const float *x, void *dst, int n) {
         }
     }
     for (; i < nb; i++) {
-        const float d = block_amax(x + (size_t)i * ER_QK8_0) / 127.0f;
+        const float d = er_neon_absmax(x + (size_t)i * ER_QK8_0, ER_QK8_0) / 127.0f;
         y[i].d = er_f32_to_f16(d);
         block_quants(x + (size_t)i * ER_QK8_0, d != 0.0f ? 1.0f / d : 0.0f, y[i].qs);
     }

@@ -65,6 +65,18 @@ void er_neon_attention_sums(float *out, float *sc, int n_kv, const void *v, int 
 #include <string.h>
 
 /* IEEE half -> float with one FCVT (no +fp16 needed for conversions). */
+/* The largest |x| of x[0..n), n a multiple of 4, 0 for none: compare-and-
+ * select, not FMAX, so that a NaN leaves the running max alone, as the
+ * generic quantizers' `a > amax` does (FMAX would return the NaN). */
+static inline float er_neon_absmax(const float *x, int n) {
+    float32x4_t am = vdupq_n_f32(0.0f);
+    for (int k = 0; k < n; k += 4) {
+        const float32x4_t a = vabsq_f32(vld1q_f32(x + k));
+        am = vbslq_f32(vcgtq_f32(a, am), a, am);
+    }
+    return vmaxvq_f32(am);
+}
+
 static inline float er_neon_h2f(er_f16 h) {
     __fp16 v;
     memcpy(&v, &h, sizeof v);

@@ -5,9 +5,8 @@
  * matmul input (Q4_K_M, Q5_K_M, Q6_K files) passes through it once per row;
  * the NEON and SVE tables used the generic loop until this file.
  *
- * Equal to generic because: the largest magnitude is a compare-and-select
- * max over |x|, which skips NaN as generic's `a > amax` does (FMAX would
- * return the NaN); the signed value taken is the first element of that
+ * Equal to generic because: the largest magnitude skips NaN as generic's
+ * `a > amax` does (er_neon_absmax); the signed value taken is the first element of that
  * magnitude (generic's strict > keeps the first); the scale is the same
  * scalar division; iscale * x is one IEEE multiply per lane; FCVTNS rounds
  * to nearest, ties to even, which is generic's nearest_even for |v| < 2^22
@@ -34,12 +33,7 @@ void er_neon_quantize_row_q8_k(const float *x, void *dst, int n) {
     er_block_q8_k *y = dst;
     for (int i = 0; i < n / ER_QK_K; i++) {
         const float *xb = x + (size_t)i * ER_QK_K;
-        float32x4_t am = vdupq_n_f32(0.0f);
-        for (int k = 0; k < ER_QK_K; k += 4) {
-            const float32x4_t a = vabsq_f32(vld1q_f32(xb + k));
-            am = vbslq_f32(vcgtq_f32(a, am), a, am);
-        }
-        const float amax = vmaxvq_f32(am);
+        const float amax = er_neon_absmax(xb, ER_QK_K);
         const float max = amax != 0.0f ? first_of_magnitude(xb, amax) : 0.0f;
         const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
         /* all zeros, inf (iscale 0) or a denormal-sized largest value
