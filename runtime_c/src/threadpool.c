@@ -74,8 +74,10 @@ int er_pool_cpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
-/* A dispatch this worker has not seen is open: gen odd and not `seen`. */
-static inline int fresh(unsigned g, unsigned seen) { return (g & 1u) && g != seen; }
+/* Dispatch g is one this worker has not seen, and still open. */
+static inline int fresh(const er_pool *p, unsigned g, unsigned seen) {
+    return g != seen && atomic_load_explicit(&p->closed, memory_order_relaxed) != g;
+}
 
 /* Waits for a fresh dispatch (or quit); returns gen as last read. A primary
  * worker polls first and sleeps on cv_start; an extra one sleeps at once on
@@ -85,16 +87,18 @@ static unsigned wait_start(er_pool *p, unsigned seen, int primary) {
     spin_state st = {0, 0};
     do {
         g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        if (fresh(g, seen) || atomic_load_explicit(&p->quit, memory_order_relaxed)) return g;
+        if (fresh(p, g, seen) || atomic_load_explicit(&p->quit, memory_order_relaxed)) return g;
     } while (primary && keep_polling(p, &st));
     atomic_int *sleeping = primary ? &p->n_sleeping : &p->n_sleeping_extra;
     pthread_cond_t *cv = primary ? &p->cv_start : &p->cv_extra;
     pthread_mutex_lock(&p->mu);
-    /* seq_cst increment, then re-check gen: the caller bumps gen, then reads
-     * the sleeper count. In the single total order either it sees us and
-     * signals under the mutex, or our load of gen comes after its bump. */
+    /* seq_cst increment, then re-check gen: a barrier dispatch stores gen
+     * seq_cst and then reads the sleeper count. In the single total order
+     * either it sees us and signals under the mutex, or our load of gen comes
+     * after its store. (A dynamic dispatch opens with a plain release store;
+     * see run() for why missing a worker that is falling asleep is fine.) */
     atomic_fetch_add(sleeping, 1);
-    while (!fresh(g = atomic_load(&p->gen), seen) && !atomic_load(&p->quit)) pthread_cond_wait(cv, &p->mu);
+    while (!fresh(p, g = atomic_load(&p->gen), seen) && !atomic_load(&p->quit)) pthread_cond_wait(cv, &p->mu);
     atomic_fetch_sub(sleeping, 1);
     pthread_mutex_unlock(&p->mu);
     return g;
@@ -113,17 +117,19 @@ static void *worker_main(void *arg) {
         unsigned g = wait_start(p, seen, w->ith <= p->n_primary);
         if (atomic_load_explicit(&p->quit, memory_order_acquire)) return NULL;
         seen = g;
-        /* Join: take a place in `active`, then confirm the dispatch is still
-         * open. The caller closes (bumps gen) and then waits for active == 0,
-         * both seq_cst: either it sees our place and waits for us, or our
-         * re-read of gen sees the close and we leave without touching ctx. */
-        atomic_fetch_add(&p->active, 1);
-        if (atomic_load(&p->gen) == g) {
-            p->fn(p->ctx, w->ith, p->n_threads);
-            atomic_fetch_add(&p->finished, 1);
-        }
-        /* every change the caller may wait on is followed by this read */
-        atomic_fetch_sub(&p->active, 1);
+        /* Join: publish the claim on g, then confirm g is still the open
+         * dispatch. The caller closes (stores closed) and then reads joined,
+         * both as full fences: either it sees our claim and waits for `done`,
+         * or our re-read sees the close (or a later dispatch) and we leave
+         * without touching fn or ctx. Exchanges, not stores: a
+         * read-modify-write is a full fence everywhere, including qemu-user
+         * (see caller_wait). */
+        atomic_exchange(&w->joined, g);
+        if (atomic_load(&p->gen) == g && atomic_load(&p->closed) != g) p->fn(p->ctx, w->ith, p->n_threads);
+        /* The release half publishes the task's writes to the caller; the
+         * fence half orders it before the read of caller_sleeping, which
+         * pairs with caller_wait's exchange. */
+        atomic_exchange(&w->done, g);
         if (atomic_load(&p->caller_sleeping)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->cv_done);
@@ -156,12 +162,11 @@ int er_pool_start(er_pool *p, int n_threads, uint64_t cpu_mask, er_arena *a) {
     memset(p, 0, sizeof *p);
     p->n_threads = n_threads < 1 ? 1 : n_threads;
     atomic_init(&p->gen, 0);
+    atomic_init(&p->closed, 0);
+    atomic_init(&p->quit, 0);
+    atomic_init(&p->caller_sleeping, 0);
     atomic_init(&p->n_sleeping, 0);
     atomic_init(&p->n_sleeping_extra, 0);
-    atomic_init(&p->quit, 0);
-    atomic_init(&p->active, 0);
-    atomic_init(&p->finished, 0);
-    atomic_init(&p->caller_sleeping, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_extra, NULL);
@@ -178,6 +183,8 @@ int er_pool_start(er_pool *p, int n_threads, uint64_t cpu_mask, er_arena *a) {
     p->workers = er_arena_alloc(a, sizeof(er_pool_worker) * (size_t)(p->n_threads - 1));
     if (!p->workers) return er_fail(ER_ENOMEM_ARENA, "thread pool: arena section too small");
     for (int i = 0; i < p->n_threads - 1; i++) {
+        atomic_init(&p->workers[i].joined, 0);
+        atomic_init(&p->workers[i].done, 0);
         p->workers[i].pool = p;
         p->workers[i].ith = i + 1;
         if (pthread_create(&p->workers[i].tid, NULL, worker_main, &p->workers[i]) != 0) {
@@ -196,13 +203,13 @@ int er_pool_start(er_pool *p, int n_threads, uint64_t cpu_mask, er_arena *a) {
     return ER_OK;
 }
 
-/* Waits (spin, then block) until pred(p) holds; pred is re-read under the
- * mutex after caller_sleeping is set, pairing with the worker that changes
- * it and then reads caller_sleeping. */
-static void caller_wait(er_pool *p, int (*pred)(er_pool *)) {
+/* Waits (spin, then block) until worker w has left dispatch g; `done` is
+ * re-read under the mutex after caller_sleeping is set, pairing with the
+ * worker that stores it and then reads caller_sleeping. */
+static void wait_done(er_pool *p, er_pool_worker *w, unsigned g) {
     spin_state st = {0, 0};
     do {
-        if (pred(p)) return;
+        if (atomic_load_explicit(&w->done, memory_order_acquire) == g) return;
     } while (keep_polling(p, &st));
     pthread_mutex_lock(&p->mu);
     /* An exchange, not a store: this is the store-then-load half of a Dekker
@@ -213,13 +220,10 @@ static void caller_wait(er_pool *p, int (*pred)(er_pool *)) {
      * hang of the pool tests under qemu). A read-modify-write is a full fence
      * everywhere. */
     atomic_exchange(&p->caller_sleeping, 1);
-    while (!pred(p)) pthread_cond_wait(&p->cv_done, &p->mu);
+    while (atomic_load(&w->done) != g) pthread_cond_wait(&p->cv_done, &p->mu);
     atomic_store(&p->caller_sleeping, 0);
     pthread_mutex_unlock(&p->mu);
 }
-
-static int all_finished(er_pool *p) { return atomic_load(&p->finished) == p->n_threads - 1; }
-static int none_active(er_pool *p) { return atomic_load(&p->active) == 0; }
 
 static void run(er_pool *p, er_task_fn fn, void *ctx, int every_thread) {
     if (p->n_threads == 1) {
@@ -228,8 +232,19 @@ static void run(er_pool *p, er_task_fn fn, void *ctx, int every_thread) {
     }
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1); /* open (gen odd); seq_cst: publishes fn/ctx, pairs with wait_start */
+    const unsigned g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    /* A barrier must reach every worker, so it opens with a full fence
+     * before reading the sleeper counts (wait_start's Dekker pair). A
+     * dynamic dispatch opens with a release store: the fence would hold the
+     * caller for a round trip to the core that polls this line. Without it
+     * the count can be read before the store is seen, and a worker falling
+     * asleep at that moment (after ER_POOL_SPIN_NS idle) sleeps through this
+     * dispatch, which a dynamic dispatch allows; the next one sees it
+     * counted and wakes it. */
+    if (every_thread)
+        atomic_exchange(&p->gen, g);
+    else
+        atomic_store_explicit(&p->gen, g, memory_order_release);
     const int sleeping = atomic_load(&p->n_sleeping);
     const int sleeping_extra = every_thread ? atomic_load(&p->n_sleeping_extra) : 0;
     if (sleeping > 0 || sleeping_extra > 0) {
@@ -241,9 +256,22 @@ static void run(er_pool *p, er_task_fn fn, void *ctx, int every_thread) {
 
     fn(ctx, 0, p->n_threads);
 
-    if (every_thread) caller_wait(p, all_finished);
-    atomic_fetch_add(&p->gen, 1); /* close (gen even): late wakers stay out */
-    caller_wait(p, none_active);
+    /* A worker that is done costs one read of its `done` line. Only one that
+     * is not has its `joined` line read, and only one not inside the task
+     * yet makes the caller close the dispatch (late wakers stay out). */
+    int closed = 0;
+    for (int i = 0; i < p->n_threads - 1; i++) {
+        er_pool_worker *w = &p->workers[i];
+        if (!every_thread && atomic_load_explicit(&w->done, memory_order_acquire) != g &&
+            atomic_load(&w->joined) != g) {
+            if (!closed) {
+                atomic_exchange(&p->closed, g); /* a full fence before the re-read: the join's Dekker pair */
+                closed = 1;
+            }
+            if (atomic_load(&w->joined) != g) continue;
+        }
+        wait_done(p, w, g);
+    }
 }
 
 void er_pool_run(er_pool *p, er_task_fn fn, void *ctx) { run(p, fn, ctx, 1); }

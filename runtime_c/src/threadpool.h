@@ -9,11 +9,12 @@
  *    counter (er_pool_claim) and not count on any ith showing up: a worker
  *    the OS has not scheduled yet misses the dispatch instead of holding it
  *    hostage. When the caller's fn returns no work is left to claim; it
- *    closes the dispatch and waits only for the workers that joined. The
+ *    waits only for the workers that joined, and closes the dispatch to
+ *    late wakers only if some worker has not joined. The
  *    forward pass uses this one: on a loaded machine a step no longer waits
  *    a scheduler tick for the slowest thread to wake up.
  *
- * Waits spin a short while (a forward step issues ~15 dispatches per layer a
+ * Waits spin a short while (a decode step issues ~5 dispatches per layer a
  * few microseconds apart, and a futex wake-up costs more than that), then
  * block on a condition variable.
  *
@@ -38,10 +39,21 @@
 
 typedef void (*er_task_fn)(void *ctx, int ith, int nth);
 
+/* One worker. Its two lines are written by the worker alone; the caller
+ * only reads them. */
 typedef struct er_pool_worker {
+    /* The last dispatch this worker took a place in (or tried to). Read by
+     * the caller only when it must close a dispatch this worker has not
+     * finished, so in the usual case the line is still the worker's own
+     * when the next join writes it, and the join costs no cache-line
+     * transfer between cores. */
+    _Alignas(64) atomic_uint joined;
     struct er_pool *pool;
     int ith;
     pthread_t tid;
+    /* The last dispatch this worker has left (done with fn, or turned away):
+     * what the caller polls at the end of a dispatch. */
+    _Alignas(64) atomic_uint done;
 } er_pool_worker;
 
 typedef struct er_pool {
@@ -50,20 +62,23 @@ typedef struct er_pool {
     int spin;                    /* 1: the caller and primary workers poll a while before blocking */
     int n_primary;               /* workers 1..n_primary are primary: min(n_threads, CPUs) - 1 */
     er_pool_worker *workers;     /* n_threads - 1, in the arena */
-    /* fn/ctx are plain fields: written by the caller before the increment of
-     * gen that opens a dispatch, read by a worker only while it holds a
-     * place in `active` for that same gen */
+    /* The dispatch line, written by the caller (workers write it only on
+     * their way to sleep). A polling worker that sees gen change finds fn
+     * and ctx in the same line: one transfer between cores starts it, where
+     * separate lines for the number, the task and a shared join counter
+     * made a chain of four or five (each 150-180 ns when the two vCPUs sit
+     * on different CCDs). fn/ctx are plain fields: written before the store
+     * of gen that opens a dispatch, read by a worker only after its join is
+     * confirmed for that gen, and not written again until every worker that
+     * joined is done. */
+    _Alignas(64) atomic_uint gen;    /* number of the latest dispatch (1, 2, ...) */
+    atomic_uint closed;          /* == gen once a dynamic dispatch takes no more workers */
     er_task_fn fn;
     void *ctx;
-    /* Separate cache lines: joined workers update `active` while idle ones
-     * poll gen. gen is odd while a dispatch is open, even when closed. */
-    _Alignas(64) atomic_uint gen;
+    atomic_int quit;
+    atomic_int caller_sleeping;  /* the caller is blocked (or about to block) on cv_done */
     atomic_int n_sleeping;       /* primary workers blocked (or about to block) on cv_start */
     atomic_int n_sleeping_extra; /* extra workers blocked (or about to block) on cv_extra */
-    atomic_int quit;
-    _Alignas(64) atomic_int active;  /* workers inside fn (or checking whether they may enter) */
-    atomic_int finished;         /* workers that ran fn in the current dispatch */
-    atomic_int caller_sleeping;  /* the caller is blocked (or about to block) on cv_done */
     _Alignas(64) pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_extra, cv_done;
 } er_pool;
