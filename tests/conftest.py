@@ -85,8 +85,17 @@ VARIANTS = {
     "qwen2_tied": ("qwen2", True, 10000.0),
 }
 
+# Models outside VARIANTS (whose tests assume the shape above): name -> (arch,
+# tied, rope_theta, config overrides). qwen2_8kv has 8 K/V heads of 32 (16
+# query heads, groups of 2) and Q/K/V biases: enough K/V heads for a decode
+# step to take head ranges at 1 and 2 threads (model.h, er_att_heads), the
+# path of forward.c's one-dispatch attention block.
+SHAPED = {
+    "qwen2_8kv": ("qwen2", False, 1000000.0, dict(hidden_size=512, num_attention_heads=16, num_key_value_heads=8)),
+}
 
-def build_hf(out_dir, arch, tied, rope_theta, seed=0):
+
+def build_hf(out_dir, arch, tied, rope_theta, seed=0, shape=None):
     """Saves a seeded random-init model; returns (model, vocab size).
 
     Weights are drawn with std 0.2 (not HF's 0.02): near-uniform logits would
@@ -98,6 +107,7 @@ def build_hf(out_dir, arch, tied, rope_theta, seed=0):
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5,
               rope_theta=rope_theta, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0,
               initializer_range=0.2)
+    kw.update(shape or {})
     torch.manual_seed(seed)
     if arch == "llama":
         model = LlamaForCausalLM(LlamaConfig(**kw))
@@ -124,9 +134,9 @@ class TinyModels:
 
     def hf(self, variant):
         if variant not in self._hf:
-            arch, tied, theta = VARIANTS[variant]
+            arch, tied, theta, shape = SHAPED[variant] if variant in SHAPED else VARIANTS[variant] + (None,)
             d = self.root / variant / "hf"
-            model, n_vocab = build_hf(d, arch, tied, theta)
+            model, n_vocab = build_hf(d, arch, tied, theta, shape=shape)
             self._hf[variant] = (d, model, n_vocab)
         return self._hf[variant]
 

@@ -25,9 +25,19 @@ thread is split in two instead (model.h, er_att_split): ranges of K rows
 scored by whichever thread takes them, then ranges of K/V heads for the
 softmax and V sums. The second test decodes there, at 2, 3 and 5 threads,
 against one thread's row walk.
+
+The last tests' model has 8 K/V heads, so a decode step at 1 and 2 threads
+takes K/V head ranges and runs them as one dispatch: each range's Q/K/V
+rows, biases, RoPE, cache store and attention together (forward.c,
+attention_block). 3 and 5 threads run the operations one after another. At
+2 threads the cache is kept in two blocks of 4 heads (model.h, er_kv_col),
+at the other counts as whole rows; a session snapshot is whole rows either
+way, so one saved at 2 threads resumes at 1 and 3 and the other way round.
 """
 import numpy as np
 import pytest
+
+from conftest import hf_logits, rel_err
 
 
 @pytest.mark.parametrize("n_batch", [16, 32])
@@ -67,3 +77,44 @@ def test_long_decode_identical_for_every_thread_count(tiny, qtype):
                 got[n] = np.stack([s.decode([tok]) for tok in ids[250:]])
     for n in (2, 3, 5):
         assert np.array_equal(got[n], got[1]), f"{qtype}: long-context decode logits differ at {n} threads"
+
+
+@pytest.mark.parametrize("qtype", ["f32", "q8_0", "q4_0"])
+def test_decode_block_by_head_ranges(tiny, qtype):
+    import edgerun
+    path = tiny.gguf("qwen2_8kv", qtype)
+    _, model, n_vocab = tiny.hf("qwen2_8kv")
+    ids = [int(v) for v in np.random.RandomState(5).randint(0, n_vocab, 40)]
+    got = {}
+    for n in (1, 2, 3, 5):
+        with edgerun.Model(path, n_ctx=64, n_threads=n) as m:
+            with m.session() as s:
+                s.decode(ids[:24])
+                got[n] = np.stack([s.decode([tok]) for tok in ids[24:]])
+    for n in (2, 3, 5):
+        assert np.array_equal(got[n], got[1]), f"{qtype}: decode logits differ at {n} threads"
+    if qtype == "f32":
+        # and the block is the model: every decoded position against transformers
+        err = rel_err(got[2], hf_logits(model, ids)[24:])
+        assert err <= 1e-4, err
+
+
+def test_snapshot_moves_between_cache_layouts(tiny, tmp_path):
+    import edgerun
+    path = tiny.gguf("qwen2_8kv", "q8_0")
+    _, _, n_vocab = tiny.hf("qwen2_8kv")
+    ids = [int(v) for v in np.random.RandomState(9).randint(0, n_vocab, 30)]
+    want = {}
+    for n in (1, 2, 3):
+        with edgerun.Model(path, n_ctx=64, n_threads=n) as m:
+            with m.session() as s:
+                s.decode(ids[:20])
+                s.save(tmp_path / f"t{n}.snap")
+                want[n] = np.stack([s.decode([tok]) for tok in ids[20:]])
+    for n in (1, 2, 3):
+        with edgerun.Model(path, n_ctx=64, n_threads=n) as m:
+            for saved in (1, 2, 3):
+                with m.session() as s:
+                    s.load(tmp_path / f"t{saved}.snap")
+                    got = np.stack([s.decode([tok]) for tok in ids[20:]])
+                assert np.array_equal(got, want[n]), f"saved at {saved} threads, resumed at {n}"

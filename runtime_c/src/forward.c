@@ -89,6 +89,16 @@ static int chunk_rows_for(const er_kernels *k, const er_weight *w, int nth) {
     return r < unit ? unit : r;
 }
 
+/* Output columns [r0, r1) of item it's product, for m activation rows. */
+static void product_rows(const er_kernels *k, const mm_item *it, int m, int r0, int r1) {
+    const er_weight *w = it->w;
+    er_matmul_args a = {
+        .w = w->packed ? w->packed : w->data, .w_row_bytes = w->row_bytes, .x = it->x, .x_stride = it->x_stride,
+        .y = it->y, .y_stride = it->y_stride, .n = w->n_in, .m = m, .r0 = r0, .r1 = r1,
+    };
+    (w->packed ? k->matmul_repacked : k->matmul)[w->wtype](&a);
+}
+
 /* Whoever joins claims chunks, its own range's first, until none are left
  * (threadpool.h). Workers (ith >= 1) trace their share; thread 0's share is
  * inside the event the caller records for the whole operation, so each
@@ -103,15 +113,10 @@ static void mm_worker(void *ctx, int ith, int nth) {
         for (int c, i = 0; (c = er_pool_claim(&t->next[r].v)) < t->range_end[r];) {
             while (c >= t->first_chunk[i + 1]) i++;
             const mm_item *it = &t->it[i];
-            const er_weight *w = it->w;
-            er_matmul_args a = {
-                .w = w->packed ? w->packed : w->data, .w_row_bytes = w->row_bytes, .x = it->x,
-                .x_stride = it->x_stride, .y = it->y, .y_stride = it->y_stride, .n = w->n_in, .m = t->m,
-            };
-            a.r0 = (c - t->first_chunk[i]) * t->chunk_rows[i];
-            a.r1 = a.r0 + t->chunk_rows[i] < w->n_out ? a.r0 + t->chunk_rows[i] : w->n_out;
-            (w->packed ? t->k->matmul_repacked : t->k->matmul)[w->wtype](&a);
-            rows += a.r1 - a.r0;
+            const int r0 = (c - t->first_chunk[i]) * t->chunk_rows[i];
+            const int r1 = r0 + t->chunk_rows[i] < it->w->n_out ? r0 + t->chunk_rows[i] : it->w->n_out;
+            product_rows(t->k, it, t->m, r0, r1);
+            rows += r1 - r0;
         }
     }
     er_trace_end(t->tr, t0, t->op, t->layer, ith, t->m, rows, t->it[0].w->n_in);
@@ -203,20 +208,34 @@ static void rope_row(const rows_task *t, int b) {
     md->k->rope_cs(k, d->n_head_kv, d->head_dim, cs, md->rope_neox);
 }
 
+/* K/V heads [h0, h1) of one position's K and V rows (k, v: the whole rows)
+ * into the cache of `layer` at position pos, a piece per cache block. */
+static void store_kv(const er_model *md, const er_session *s, int layer, int pos, const float *k, const float *v,
+                     int h0, int h1) {
+    const er_dims *d = &md->d;
+    const size_t layer_off = (size_t)layer * d->n_ctx * d->kv_row;
+    for (int h = h0, next; h < h1; h = next) {
+        size_t stride;
+        const size_t at = layer_off + er_kv_col(d, h, pos, &stride);
+        next = (h / d->kv_blk + 1) * d->kv_blk;
+        if (next > h1) next = h1;
+        const size_t c = (size_t)h * d->head_dim;
+        const int n = (next - h) * d->head_dim;
+        if (d->kv_type == ER_KV_F16) {
+            md->k->f32_to_f16(k + c, (er_f16 *)s->k_cache + at, n);
+            md->k->f32_to_f16(v + c, (er_f16 *)s->v_cache + at, n);
+        } else {
+            memcpy((float *)s->k_cache + at, k + c, (size_t)n * sizeof(float));
+            memcpy((float *)s->v_cache + at, v + c, (size_t)n * sizeof(float));
+        }
+    }
+}
+
 /* row b's K and V into the cache at position pos + b */
 static void store_kv_row(const rows_task *t, int b) {
     const er_model *md = t->md;
-    const er_dims *d = &md->d;
-    const er_session *s = t->s;
-    const size_t row = ((size_t)t->layer * d->n_ctx + (size_t)(s->pos + b)) * d->kv_row;
-    const float *k = md->act.k + (size_t)b * d->kv_row, *v = md->act.v + (size_t)b * d->kv_row;
-    if (d->kv_type == ER_KV_F16) {
-        md->k->f32_to_f16(k, (er_f16 *)s->k_cache + row, (int)d->kv_row);
-        md->k->f32_to_f16(v, (er_f16 *)s->v_cache + row, (int)d->kv_row);
-    } else {
-        memcpy((float *)s->k_cache + row, k, d->kv_row * sizeof(float));
-        memcpy((float *)s->v_cache + row, v, d->kv_row * sizeof(float));
-    }
+    const size_t kvd = md->d.kv_row;
+    store_kv(md, t->s, t->layer, t->s->pos + b, md->act.k + b * kvd, md->act.v + b * kvd, 0, md->d.n_head_kv);
 }
 
 /*
@@ -324,10 +343,12 @@ static void att_worker(void *ctx, int ith, int nth) {
     int done = 0;
     for (int i; (i = er_pool_claim(&t->next)) < n_items;) {
         if (t->heads) {
+            /* a range is one cache block (t->heads == d->kv_blk) */
             const int k0 = i * t->heads, nk = d->n_head_kv - k0 < t->heads ? d->n_head_kv - k0 : t->heads;
-            const size_t off = (layer_off + (size_t)k0 * hd) * elem, at = (size_t)k0 * group * hd;
+            size_t stride;
+            const size_t off = (layer_off + er_kv_col(d, k0, 0, &stride)) * elem, at = (size_t)k0 * group * hd;
             md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1, (const uint8_t *)t->s->k_cache + off,
-                                   (const uint8_t *)t->s->v_cache + off, d->kv_type, d->kv_row, nk, group, hd, scale,
+                                   (const uint8_t *)t->s->v_cache + off, d->kv_type, stride, nk, group, hd, scale,
                                    scratch);
             done += nk * group;
             continue;
@@ -342,7 +363,8 @@ static void att_worker(void *ctx, int ith, int nth) {
             b0 = i / d->n_head, b1 = b0 + 1;
             h0 = i % d->n_head, h1 = h0 + 1;
         }
-        const size_t head_off = (layer_off + (size_t)(h0 / group) * hd) * elem;
+        size_t stride;
+        const size_t head_off = (layer_off + er_kv_col(d, h0 / group, 0, &stride)) * elem;
         const uint8_t *kc = (const uint8_t *)t->s->k_cache + head_off, *vc = (const uint8_t *)t->s->v_cache + head_off;
         int nq = 0;
         for (int b = b0; b < b1; b++)
@@ -353,7 +375,7 @@ static void att_worker(void *ctx, int ith, int nth) {
                 n_kv[nq] = t->pos0 + b + 1;
                 /* flushed when full, and after the last */
                 if (++nq == ER_ATT_MAX_QUERIES || (b == b1 - 1 && h == h1 - 1)) {
-                    md->k->attention_multi(out, q, n_kv, nq, kc, vc, d->kv_type, d->kv_row, hd, scale, scratch);
+                    md->k->attention_multi(out, q, n_kv, nq, kc, vc, d->kv_type, stride, hd, scale, scratch);
                     done += nq;
                     nq = 0;
                 }
@@ -371,7 +393,8 @@ static void att_worker(void *ctx, int ith, int nth) {
  * positions, alternating runs). Scores are the same floats whichever
  * thread computes which rows, and each output's sum runs in one thread in
  * position order, so every result is what attention_heads gives on one
- * thread (kernels.h). */
+ * thread (kernels.h). Taken only where er_att_heads is 0, so the cache is
+ * one block (model.h, er_kv_col): plain rows of kv_row. */
 static void att_split_worker(void *ctx, int ith, int nth) {
     att_task *t = ctx;
     er_model *md = t->md;
@@ -404,6 +427,134 @@ static void att_split_worker(void *ctx, int ith, int nth) {
     er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, done, n_kv);
 }
 
+/* Q/K/V products, RoPE, the K/V store and attention over the whole of
+ * xb (m rows), one operation after another: prefill, and decode steps that
+ * attention_block below does not take. */
+static void attention(er_model *md, er_session *s, const er_layer *L, int l, int m) {
+    const er_dims *d = &md->d;
+    er_trace *tr = &md->trace;
+    const int qd = d->n_head * d->head_dim, kvd = (int)d->kv_row;
+    uint64_t t0;
+    matmul_shared(md, ER_OP_QKV, l, md->act.xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},
+                  (float *const[]){md->act.q, md->act.k, md->act.v}, 3);
+    t0 = er_trace_begin(tr);
+    each_row(md, &(rows_task){.row = rope_row, .md = md, .op = ER_OP_ROPE, .layer = l, .m = m, .n = qd + kvd,
+                              .L = L});
+    er_trace_end(tr, t0, ER_OP_ROPE, l, 0, m, qd + kvd, qd + kvd);
+    t0 = er_trace_begin(tr);
+    each_row(md, &(rows_task){.row = store_kv_row, .md = md, .op = ER_OP_KV_STORE, .layer = l, .m = m,
+                              .n = 2 * kvd, .s = s});
+    er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
+    t0 = er_trace_begin(tr);
+    att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
+    if (m == 1) at.heads = er_att_heads(d, md->pool.n_threads);
+    if (m == 1) at.rows = er_att_split(d, md->pool.n_threads, s->pos + 1);
+    if (!at.heads && (m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
+    atomic_init(&at.next, 0);
+    if (at.rows) {
+        dispatch(md, att_split_worker, &at);
+        at.rows = 0;
+        atomic_store(&at.next, 0);
+        dispatch(md, att_split_worker, &at);
+    } else {
+        dispatch(md, att_worker, &at);
+    }
+    er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, s->pos + m);
+}
+
+/* ---- a decode step's attention block in one dispatch ---------------------- */
+
+/*
+ * Where a decode step takes K/V head ranges (er_att_heads), everything from
+ * the Q/K/V products to attention stays inside a range: its heads come from
+ * their own rows of wq, wk and wv, RoPE and the cache store work head by
+ * head, and attention reads only the cache columns of the range. So each
+ * item runs all four for its heads, in one dispatch, where the step took
+ * two (products, attention) with RoPE and the store on the caller between
+ * them while the workers waited. Each range's cache columns are also
+ * written by the thread that reads them (at 2 threads the ranges keep
+ * their threads from step to step: the caller claims first). Results are
+ * the separate operations' bit for bit: the same kernels on the same rows.
+ * Traced per thread and item: qkv, rope, kv_store and attention events of
+ * the item's share, the caller's among them (there is no whole-op event).
+ */
+typedef struct block_task {
+    att_task at;            /* md, s, layer, pos0, heads (K/V heads per item), next */
+    const er_layer *L;
+    mm_item it[3];          /* wq, wk, wv with their prepared input and outputs (act.q, act.k, act.v) */
+} block_task;
+
+/* wq, wk and wv can be cut at every head: a repacked matrix only between its row groups */
+static int block_fits(const er_model *md, const er_layer *L) {
+    const er_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+    for (int i = 0; i < 3; i++)
+        if (w[i]->packed && md->d.head_dim % md->k->repack_rows[w[i]->wtype]) return 0;
+    return 1;
+}
+
+static void block_worker(void *ctx, int ith, int nth) {
+    block_task *t = ctx;
+    er_model *md = t->at.md;
+    const er_kernels *k = md->k;
+    const er_layer *L = t->L;
+    const er_dims *d = &md->d;
+    er_trace *tr = &md->trace;
+    const int hd = d->head_dim, group = d->n_head / d->n_head_kv, pos = t->at.pos0, l = t->at.layer;
+    const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
+    const float *cs = md->act.rope_cs;
+    float *scratch = md->act.scores + (size_t)ith * er_att_scratch(d);
+    (void)nth;
+    for (int i; (i = er_pool_claim(&t->at.next)) * t->at.heads < d->n_head_kv;) {
+        const int h0 = i * t->at.heads, nk = d->n_head_kv - h0 < t->at.heads ? d->n_head_kv - h0 : t->at.heads;
+        const int q0 = h0 * group * hd, nq = nk * group * hd, c0 = h0 * hd, nc = nk * hd;
+        float *q = md->act.q + q0, *kr = md->act.k + c0, *vr = md->act.v + c0;
+        uint64_t t0 = er_trace_begin(tr);
+        product_rows(k, &t->it[0], 1, q0, q0 + nq);
+        product_rows(k, &t->it[1], 1, c0, c0 + nc);
+        product_rows(k, &t->it[2], 1, c0, c0 + nc);
+        er_trace_end(tr, t0, ER_OP_QKV, l, ith, 1, nq + 2 * nc, d->n_embd);
+        t0 = er_trace_begin(tr);
+        if (L->bq) {
+            k->add(q, L->bq + q0, nq);
+            k->add(kr, L->bk + c0, nc);
+            k->add(vr, L->bv + c0, nc);
+        }
+        k->rope_cs(q, nk * group, hd, cs, md->rope_neox);
+        k->rope_cs(kr, nk, hd, cs, md->rope_neox);
+        er_trace_end(tr, t0, ER_OP_ROPE, l, ith, 1, nq + nc, nq + nc);
+        t0 = er_trace_begin(tr);
+        store_kv(md, t->at.s, l, pos, md->act.k, md->act.v, h0, h0 + nk);
+        er_trace_end(tr, t0, ER_OP_KV_STORE, l, ith, 1, 2 * nc, 2 * nc);
+        t0 = er_trace_begin(tr);
+        size_t stride;
+        const size_t off = ((size_t)l * d->n_ctx * d->kv_row + er_kv_col(d, h0, 0, &stride)) * elem;
+        k->attention_heads(md->act.att + q0, q, pos + 1, (const uint8_t *)t->at.s->k_cache + off,
+                           (const uint8_t *)t->at.s->v_cache + off, d->kv_type, stride, nk, group, hd,
+                           1.0f / sqrtf((float)hd), scratch);
+        er_trace_end(tr, t0, ER_OP_ATTENTION, l, ith, 1, nk * group, pos + 1);
+    }
+}
+
+/* The Q/K/V input (xb) prepared for the three weights, then the block. The
+ * quantization is traced with the norm before it: attn_norm's event, begun
+ * at t0, ends here. */
+static void attention_block(er_model *md, er_session *s, const er_layer *L, int layer, const float *xb, int heads,
+                            uint64_t t0) {
+    block_task t = {.at = {.md = md, .s = s, .layer = layer, .m = 1, .pos0 = s->pos, .heads = heads}, .L = L};
+    const er_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+    float *y[3] = {md->act.q, md->act.k, md->act.v};
+    unsigned cached = 0;
+    for (int i = 0; i < 3; i++) {
+        t.it[i].w = w[i];
+        t.it[i].x = prepare(md, ER_OP_QKV, layer, w[i], xb, 1, w[i]->n_in, &t.it[i].x_stride, &cached);
+        t.it[i].y = y[i];
+        t.it[i].y_stride = (size_t)w[i]->n_out;
+    }
+    er_trace_end(&md->trace, t0, ER_OP_ATTN_NORM, layer, 0, 1, md->d.n_embd, md->d.n_embd);
+    atomic_init(&t.at.next, 0);
+    dispatch(md, block_worker, &t);
+}
+
 /* ---- the step ------------------------------------------------------------- */
 
 /* Each operation is bracketed by er_trace_begin/end: when tracing is off
@@ -415,7 +566,7 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     const er_kernels *k = md->k;
     const er_dims *d = &md->d;
     er_trace *tr = &md->trace;
-    const int E = d->n_embd, qd = d->n_head * d->head_dim, kvd = (int)d->kv_row, F = d->n_ff;
+    const int E = d->n_embd, F = d->n_ff;
     float *x = md->act.x, *xb = md->act.xb, *xb2 = md->act.xb2;
     uint64_t t0;
 
@@ -435,32 +586,13 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         t0 = er_trace_begin(tr);
         each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .op = ER_OP_ATTN_NORM, .layer = l, .m = m, .n = E,
                                   .src = x, .w = L->attn_norm, .dst = xb});
-        er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
-        matmul_shared(md, ER_OP_QKV, l, xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},
-                      (float *const[]){md->act.q, md->act.k, md->act.v}, 3);
-        t0 = er_trace_begin(tr);
-        each_row(md, &(rows_task){.row = rope_row, .md = md, .op = ER_OP_ROPE, .layer = l, .m = m, .n = qd + kvd,
-                                  .L = L});
-        er_trace_end(tr, t0, ER_OP_ROPE, l, 0, m, qd + kvd, qd + kvd);
-        t0 = er_trace_begin(tr);
-        each_row(md, &(rows_task){.row = store_kv_row, .md = md, .op = ER_OP_KV_STORE, .layer = l, .m = m,
-                                  .n = 2 * kvd, .s = s});
-        er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
-        t0 = er_trace_begin(tr);
-        att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
-        if (m == 1) at.heads = er_att_heads(d, md->pool.n_threads);
-        if (m == 1) at.rows = er_att_split(d, md->pool.n_threads, s->pos + 1);
-        if (!at.heads && (m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
-        atomic_init(&at.next, 0);
-        if (at.rows) {
-            dispatch(md, att_split_worker, &at);
-            at.rows = 0;
-            atomic_store(&at.next, 0);
-            dispatch(md, att_split_worker, &at);
+        const int heads = m == 1 && block_fits(md, L) ? er_att_heads(d, md->pool.n_threads) : 0;
+        if (heads) {
+            attention_block(md, s, L, l, xb, heads, t0);
         } else {
-            dispatch(md, att_worker, &at);
+            er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
+            attention(md, s, L, l, m);
         }
-        er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, s->pos + m);
         matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
         each_row(md, &(rows_task){.row = add_row, .md = md, .m = m, .n = E, .src = xb2, .dst = x});
 

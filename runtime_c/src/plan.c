@@ -292,6 +292,8 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         d->kv_type = o.kv_type;
         d->trace_events = (uint32_t)o.trace_events;
         d->kv_row = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+        d->kv_blk = er_att_heads(d, d->n_threads);
+        if (!d->kv_blk) d->kv_blk = d->n_head_kv;
         size_t widest = (size_t)hp->n_embd;
         if ((size_t)hp->n_head * hp->head_dim > widest) widest = (size_t)hp->n_head * hp->head_dim;
         if ((size_t)hp->n_ff > widest) widest = (size_t)hp->n_ff;

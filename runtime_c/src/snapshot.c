@@ -243,9 +243,24 @@ static int for_each_segment(const er_session *s, seg_fn fn, void *ctx) {
         return ER_OK;
     }
     for (int l = 0; l < d->n_layer; l++) {
-        if ((rc = fn(ctx, (const uint8_t *)s->k_cache + (size_t)l * layer, rows)) ||
-            (rc = fn(ctx, (const uint8_t *)s->v_cache + (size_t)l * layer, rows)))
-            return rc;
+        if (d->kv_blk == d->n_head_kv) {
+            if ((rc = fn(ctx, (const uint8_t *)s->k_cache + (size_t)l * layer, rows)) ||
+                (rc = fn(ctx, (const uint8_t *)s->v_cache + (size_t)l * layer, rows)))
+                return rc;
+            continue;
+        }
+        /* A cache in blocks of heads (model.h, er_kv_col) still goes to the
+         * file as whole rows, position by position, so a snapshot loads
+         * whatever thread count either side runs. */
+        for (int which = 0; which < 2; which++) {
+            const uint8_t *c = (const uint8_t *)(which ? s->v_cache : s->k_cache) + (size_t)l * layer;
+            for (int p = 0; p < s->pos; p++)
+                for (int h = 0; h < d->n_head_kv; h += d->kv_blk) {
+                    size_t stride;
+                    const size_t at = er_kv_col(d, h, p, &stride);
+                    if ((rc = fn(ctx, c + at * elem, stride * elem))) return rc;
+                }
+        }
     }
     return ER_OK;
 }
@@ -255,9 +270,14 @@ static int seg_crc(void *ctx, const void *p, size_t n) {
     return ER_OK;
 }
 
+/* Segments are gathered into buf before each write: a cache in blocks of
+ * heads hands out one short piece per position and block (for_each_segment),
+ * a system call each otherwise. On the saver's stack, so no heap. */
 typedef struct writer {
     int fd;
     const char *path;
+    size_t used;
+    uint8_t buf[16384];
 } writer;
 
 static int write_all(int fd, const void *p, size_t n) {
@@ -275,10 +295,27 @@ static int write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
-static int seg_write(void *ctx, const void *p, size_t n) {
-    const writer *w = ctx;
+static int write_out(const writer *w, const void *p, size_t n) {
     int e = write_all(w->fd, p, n);
     return e ? er_fail(ER_EIO, "er_session_save: writing '%s' failed: %s", w->path, strerror(e)) : ER_OK;
+}
+
+static int flush(writer *w) {
+    size_t n = w->used;
+    w->used = 0;
+    return write_out(w, w->buf, n);
+}
+
+static int seg_write(void *ctx, const void *p, size_t n) {
+    writer *w = ctx;
+    if (w->used + n > sizeof w->buf) {
+        int rc = flush(w);
+        if (rc) return rc;
+    }
+    if (n >= sizeof w->buf) return write_out(w, p, n);
+    memcpy(w->buf + w->used, p, n);
+    w->used += n;
+    return ER_OK;
 }
 
 /* ---- save -------------------------------------------------------------------- */
@@ -343,9 +380,10 @@ static int save_locked(const er_session *s, const char *path, const char *tmp, s
 
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return er_fail(ER_EIO, "er_session_save: cannot create '%s': %s", tmp, strerror(errno));
-    writer w = {fd, tmp};
+    writer w = {.fd = fd, .path = tmp};
     rc = seg_write(&w, hb, sizeof hb);
     if (!rc) rc = for_each_segment(s, seg_write, &w);
+    if (!rc) rc = flush(&w);
     if (!rc && fsync(fd) != 0) rc = er_fail(ER_EIO, "er_session_save: fsync of '%s' failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && !rc) rc = er_fail(ER_EIO, "er_session_save: closing '%s' failed: %s", tmp, strerror(errno));
     if (!rc && rename(tmp, path) != 0)
