@@ -92,6 +92,8 @@ def test_trace_ring_wraps_and_needs_a_ring():
 def test_ring_sizing_covers_the_run():
     # 2 prefill chunks + 16 tokens, 2 layers, 2 threads
     assert ring_events(100, 16, 64, 2, 2) == 18 * 23 * 2
+    # a decode step's attention block: four events per K/V head range, at most one range per head
+    assert ring_events(100, 16, 64, 2, 2, n_head_kv=8) == 18 * (23 * 2 + 4 * 8 * 2)
     assert ring_events(10 ** 9, 10 ** 6, 1, 80, 64) == 1 << 24
 
 
@@ -122,3 +124,26 @@ def test_cli_trace_errors_are_one_line(tmp_path):
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("edgerun: error:")
     r = _cli("trace", PROMPT, "-o", str(tmp_path / "no-dir" / "x.json"))
     assert r.returncode == 1 and r.stderr.startswith("edgerun: error:") and r.stderr.count("\n") == 1
+
+
+def test_decode_block_traced_per_thread_and_range(tiny):
+    """A decode step with K/V head ranges (8 K/V heads at 2 threads) records
+    qkv, rope, kv_store and attention once per range, on the track of the
+    thread that ran it; the ranges add up to the whole operation."""
+    path = tiny.gguf("qwen2_8kv", "q8_0")
+    with edgerun.Model(path, n_threads=2) as probe:
+        hp = probe.hparams
+    ring = ring_events(8, 5, 64, hp["n_layer"], 2, hp["n_head_kv"])
+    with edgerun.Model(path, n_threads=2, n_ctx=64, trace_events=ring) as m:
+        events = m.trace(PROMPT, max_tokens=5, stop_at_eos=False)
+        steps = m.stats()["n_generated"] - 1
+    assert len(events) < ring
+    qd, kvd = hp["n_head"] * hp["head_dim"], hp["n_head_kv"] * hp["head_dim"]
+    decode = [e for e in events if e["shape"][0] == 1 and e["layer"] >= 0]
+    for layer in range(hp["n_layer"]):
+        mine = [e for e in decode if e["layer"] == layer]
+        assert sum(e["shape"][1] for e in mine if e["op"] == "qkv") == steps * (qd + 2 * kvd)
+        assert sum(e["shape"][1] for e in mine if e["op"] == "attention") == steps * hp["n_head"]
+        assert sum(e["shape"][1] for e in mine if e["op"] == "kv_store") == steps * 2 * kvd
+        # two ranges a step: the caller's track holds its own, never the whole op
+        assert all(e["shape"][1] < qd + 2 * kvd for e in mine if e["op"] == "qkv")

@@ -13,13 +13,19 @@ examples:
 Each op (embed, attn_norm, qkv, rope, kv_store, attention, attn_out, ffn_norm,
 ffn_gate_up, silu_mul, ffn_down, output_norm, lm_head) is one slice on the
 caller's track, with each pool worker's share on its own track; args hold the
-layer and shape. The ring is sized for the whole run, so nothing is dropped.
+layer and shape. Where a decode step runs qkv, rope, kv_store and attention per
+K/V head range in one dispatch, those four are slices of each thread's ranges
+on its own track, the caller's included. The ring is sized for the whole run,
+so nothing is dropped.
 """
 
 # Events one forward step records: embed, output_norm and lm_head once, ten ops
-# per layer, on the caller and at most as often again on every worker.
+# per layer, on the caller and at most as often again on every worker; plus,
+# where a decode step runs its attention block by K/V head ranges, four per
+# range (at most one range per K/V head).
 OPS_OUTSIDE_LAYERS = 3
 OPS_PER_LAYER = 10
+OPS_PER_RANGE = 4
 MAX_EVENTS = 1 << 24
 
 
@@ -35,11 +41,13 @@ def register(sub):
     p.set_defaults(func=main)
 
 
-def ring_events(n_prompt, max_tokens, n_batch, n_layer, n_threads):
+def ring_events(n_prompt, max_tokens, n_batch, n_layer, n_threads, n_head_kv=0):
     """Ring capacity that holds every event of the run: forward steps (prefill
     chunks of n_batch, then one per generated token) x events per step."""
     steps = math.ceil(n_prompt / max(n_batch, 1)) + max(max_tokens, 0)
-    return min(MAX_EVENTS, max(1, steps * (OPS_OUTSIDE_LAYERS + OPS_PER_LAYER * n_layer) * max(n_threads, 1)))
+    per_step = (OPS_OUTSIDE_LAYERS + OPS_PER_LAYER * n_layer) * max(n_threads, 1) + \
+        OPS_PER_RANGE * max(n_head_kv, 0) * n_layer
+    return min(MAX_EVENTS, max(1, steps * per_step))
 
 
 def main(args):
@@ -53,9 +61,9 @@ def main(args):
     # count and the layer count: a first, ring-less open measures both.
     with Model(path, **kw) as probe:
         n_prompt = len(probe._ids(probe._encode(prompt, True)))
-        n_layer = probe.hparams["n_layer"]
+        n_layer, n_head_kv = probe.hparams["n_layer"], probe.hparams["n_head_kv"]
         plan = probe.plan()
-    events = ring_events(n_prompt, args.max_tokens, plan["n_batch"], n_layer, plan["n_threads"])
+    events = ring_events(n_prompt, args.max_tokens, plan["n_batch"], n_layer, plan["n_threads"], n_head_kv)
     with Model(path, trace_events=events, **kw) as m:
         ev = m.trace(prompt, path=args.output, max_tokens=args.max_tokens)
         out = m.stats()["output"]
