@@ -75,15 +75,15 @@ int er_pool_cpus(void) {
 }
 
 /* Dispatch g is one this worker has not seen, and still open. */
-static inline int fresh(const er_pool *p, unsigned g, unsigned seen) {
+static inline int fresh(const er_pool *p, unsigned long long g, unsigned long long seen) {
     return g != seen && atomic_load_explicit(&p->closed, memory_order_relaxed) != g;
 }
 
 /* Waits for a fresh dispatch (or quit); returns gen as last read. A primary
  * worker polls first and sleeps on cv_start; an extra one sleeps at once on
  * cv_extra, which only barrier dispatches (and stop) signal. */
-static unsigned wait_start(er_pool *p, unsigned seen, int primary) {
-    unsigned g;
+static unsigned long long wait_start(er_pool *p, unsigned long long seen, int primary) {
+    unsigned long long g;
     spin_state st = {0, 0};
     do {
         g = atomic_load_explicit(&p->gen, memory_order_acquire);
@@ -107,14 +107,14 @@ static unsigned wait_start(er_pool *p, unsigned seen, int primary) {
 static void *worker_main(void *arg) {
     er_pool_worker *w = arg;
     er_pool *p = w->pool;
-    unsigned seen = 0;
+    unsigned long long seen = 0;
     /* Denormal arithmetic is 10-100x slower on many cores. Workers flush
      * denormals to zero; thread 0 is the caller's own thread, whose FP mode we
      * leave alone, so its rows may keep values below 1e-38 — a difference no
      * logit shows. */
     er_cpu_set_ftz();
     for (;;) {
-        unsigned g = wait_start(p, seen, w->ith <= p->n_primary);
+        unsigned long long g = wait_start(p, seen, w->ith <= p->n_primary);
         if (atomic_load_explicit(&p->quit, memory_order_acquire)) return NULL;
         seen = g;
         /* Join: publish the claim on g, then confirm g is still the open
@@ -123,12 +123,12 @@ static void *worker_main(void *arg) {
          * or our re-read sees the close (or a later dispatch) and we leave
          * without touching fn or ctx. Exchanges, not stores: a
          * read-modify-write is a full fence everywhere, including qemu-user
-         * (see caller_wait). */
+         * (see wait_done). */
         atomic_exchange(&w->joined, g);
         if (atomic_load(&p->gen) == g && atomic_load(&p->closed) != g) p->fn(p->ctx, w->ith, p->n_threads);
         /* The release half publishes the task's writes to the caller; the
          * fence half orders it before the read of caller_sleeping, which
-         * pairs with caller_wait's exchange. */
+         * pairs with wait_done's exchange. */
         atomic_exchange(&w->done, g);
         if (atomic_load(&p->caller_sleeping)) {
             pthread_mutex_lock(&p->mu);
@@ -206,7 +206,7 @@ int er_pool_start(er_pool *p, int n_threads, uint64_t cpu_mask, er_arena *a) {
 /* Waits (spin, then block) until worker w has left dispatch g; `done` is
  * re-read under the mutex after caller_sleeping is set, pairing with the
  * worker that stores it and then reads caller_sleeping. */
-static void wait_done(er_pool *p, er_pool_worker *w, unsigned g) {
+static void wait_done(er_pool *p, er_pool_worker *w, unsigned long long g) {
     spin_state st = {0, 0};
     do {
         if (atomic_load_explicit(&w->done, memory_order_acquire) == g) return;
@@ -232,7 +232,7 @@ static void run(er_pool *p, er_task_fn fn, void *ctx, int every_thread) {
     }
     p->fn = fn;
     p->ctx = ctx;
-    const unsigned g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    const unsigned long long g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
     /* A barrier must reach every worker, so it opens with a full fence
      * before reading the sleeper counts (wait_start's Dekker pair). A
      * dynamic dispatch opens with a release store: the fence would hold the

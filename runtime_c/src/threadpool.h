@@ -47,13 +47,13 @@ typedef struct er_pool_worker {
      * finished, so in the usual case the line is still the worker's own
      * when the next join writes it, and the join costs no cache-line
      * transfer between cores. */
-    _Alignas(64) atomic_uint joined;
+    _Alignas(64) atomic_ullong joined;
     struct er_pool *pool;
     int ith;
     pthread_t tid;
     /* The last dispatch this worker has left (done with fn, or turned away):
      * what the caller polls at the end of a dispatch. */
-    _Alignas(64) atomic_uint done;
+    _Alignas(64) atomic_ullong done;
 } er_pool_worker;
 
 typedef struct er_pool {
@@ -71,8 +71,11 @@ typedef struct er_pool {
      * of gen that opens a dispatch, read by a worker only after its join is
      * confirmed for that gen, and not written again until every worker that
      * joined is done. */
-    _Alignas(64) atomic_uint gen;    /* number of the latest dispatch (1, 2, ...) */
-    atomic_uint closed;          /* == gen once a dynamic dispatch takes no more workers */
+    /* 64 bits, so that a number never comes round again: a worker asleep
+     * since long ago still holds its last `done`, which must not pass for
+     * a later dispatch's */
+    _Alignas(64) atomic_ullong gen;  /* number of the latest dispatch (1, 2, ...) */
+    atomic_ullong closed;        /* == gen once a dynamic dispatch takes no more workers */
     er_task_fn fn;
     void *ctx;
     atomic_int quit;
