@@ -328,10 +328,13 @@ ER_API int er_session_save(const er_session *session, const char *path);
  * version, checksums, fingerprint, KV type, context) is verified before the
  * session is touched: on any error the session is exactly as it was.
  * Generation continued after a load is token-identical to continuing the saved
- * session. Errors: ER_EINVAL, ER_EIO, ER_ECORRUPT (not a snapshot, truncated,
- * checksum mismatch), ER_EUNSUPPORTED (a snapshot version this runtime does
- * not read), ER_EMISMATCH (another model, or another kv_type), ER_ECONTEXT
- * (the snapshot holds more positions than this session's n_ctx). */
+ * session, also where the saving and the loading model were opened with
+ * different n_threads (the file holds whole K/V rows whatever blocks the
+ * cache keeps in memory). Errors: ER_EINVAL, ER_EIO, ER_ECORRUPT (not a
+ * snapshot, truncated, checksum mismatch), ER_EUNSUPPORTED (a snapshot
+ * version this runtime does not read), ER_EMISMATCH (another model, or
+ * another kv_type), ER_ECONTEXT (the snapshot holds more positions than this
+ * session's n_ctx). */
 ER_API int er_session_load(er_session *session, const char *path);
 
 /* ---- live model swap ------------------------------------------------------ */
