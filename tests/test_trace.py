@@ -147,3 +147,40 @@ def test_decode_block_traced_per_thread_and_range(tiny):
         assert sum(e["shape"][1] for e in mine if e["op"] == "kv_store") == steps * 2 * kvd
         # two ranges a step: the caller's track holds its own, never the whole op
         assert all(e["shape"][1] < qd + 2 * kvd for e in mine if e["op"] == "qkv")
+
+
+def _ev(op, thread, start, end, rows=1, layer=0):
+    return {"op": op, "thread": thread, "layer": layer, "shape": [rows, 0, 0], "start_ns": start, "end_ns": end}
+
+
+def test_summary_splits_steps_and_threads():
+    from edgerun.trace_summary import render, summarize
+    events = [
+        # a prefill step of 4 tokens from t=0, then two decode steps from t=1000 and t=2000
+        _ev("embed", 0, 0, 100, rows=4), _ev("qkv", 0, 100, 700, rows=4), _ev("qkv", 1, 150, 650, rows=4),
+        _ev("embed", 0, 1000, 1010), _ev("qkv", 0, 1010, 1400), _ev("qkv", 1, 1050, 1350),
+        _ev("lm_head", 0, 1400, 1800),
+        _ev("embed", 0, 2000, 2010), _ev("qkv", 0, 2010, 2200), _ev("qkv", 1, 2050, 2150),
+        _ev("lm_head", 0, 2200, 2600),
+    ]
+    s = summarize(events)
+    assert s["prefill"]["steps"] == 1 and s["prefill"]["step_us"] == 0.7
+    d = s["decode"]
+    assert d["steps"] == 2 and d["step_us"] == (0.8 + 0.6) / 2
+    assert d["busy_us"] == {0: (10 + 390 + 400 + 10 + 190 + 400) / 1e3 / 2, 1: (300 + 100) / 1e3 / 2}
+    rows = {(r["op"], r["thread"]): r for r in d["ops"]}
+    assert [(r["op"], r["thread"]) for r in d["ops"]] == [("embed", 0), ("qkv", 0), ("qkv", 1), ("lm_head", 0)]
+    assert rows["qkv", 0]["events"] == 2 and rows["qkv", 0]["median_us"] == 0.29
+    assert rows["qkv", 1]["per_step_us"] == 0.2
+    text = render(s)
+    assert text.startswith("prefill: 1 step(s)") and "decode: 2 step(s)" in text and "lm_head" in text
+    with pytest.raises(ValueError, match="embed"):
+        summarize([_ev("qkv", 0, 0, 1)])
+
+
+def test_cli_trace_summary(tmp_path):
+    r = _cli("trace", PROMPT, "-o", str(tmp_path / "s.json"), "-n", "4", "--threads", "2", "--summary")
+    assert r.returncode == 0, r.stderr
+    assert "prefill: 1 step(s)" in r.stdout and "decode: 3 step(s)" in r.stdout
+    for op in OPS:
+        assert f"  {op} " in r.stdout, op

@@ -9,6 +9,7 @@ EPILOG = """\
 examples:
   edgerun trace "0012+0034=" -o add.json                  # the embedded model
   edgerun trace model.gguf "Once upon a time" -n 32 --threads 4 -o story.json
+  edgerun trace model.gguf "Once upon a time" -n 128 --summary  # and a table per op
 
 Each op (embed, attn_norm, qkv, rope, kv_store, attention, attn_out, ffn_norm,
 ffn_gate_up, silu_mul, ffn_down, output_norm, lm_head) is one slice on the
@@ -37,6 +38,9 @@ def register(sub):
     p.add_argument("-o", "--output", default="trace.json", metavar="FILE",
                    help="trace file to write (default: trace.json)")
     p.add_argument("-n", "--max-tokens", type=int, default=16, metavar="N", help="tokens to generate (default 16)")
+    p.add_argument("--summary", action="store_true",
+                   help="also print where a step's time goes: per operation and thread, the median event and "
+                        "the time per step, prefill and decode apart (edgerun/trace_summary.py)")
     add_model_options(p)
     p.set_defaults(func=main)
 
@@ -68,6 +72,9 @@ def main(args):
         ev = m.trace(prompt, path=args.output, max_tokens=args.max_tokens)
         out = m.stats()["output"]
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    if args.summary:
+        from ..trace_summary import render, summarize
+        sys.stdout.write(render(summarize(ev)))
     threads = len({e["thread"] for e in ev})
     span_ms = (max(e["end_ns"] for e in ev) - min(e["start_ns"] for e in ev)) / 1e6 if ev else 0.0
     full = " (ring full: the oldest were overwritten)" if len(ev) >= events else ""
