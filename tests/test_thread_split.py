@@ -63,34 +63,35 @@ def test_logits_identical_for_every_thread_count(tiny, qtype, n_batch):
         assert np.array_equal(got[n][1], got[1][1]), f"{qtype}: decode logits differ at {n} threads"
 
 
+def decode_logits(path, ids, n_prompt, n_ctx, n_threads):
+    """Logits of decoding ids[n_prompt:] one token at a time after a prompt of
+    ids[:n_prompt], at each thread count: {n_threads: array}."""
+    import edgerun
+    got = {}
+    for n in n_threads:
+        with edgerun.Model(path, n_ctx=n_ctx, n_threads=n) as m:
+            with m.session() as s:
+                s.decode(ids[:n_prompt])
+                got[n] = np.stack([s.decode([tok]) for tok in ids[n_prompt:]])
+    return got
+
+
 @pytest.mark.parametrize("qtype", ["f32", "q4_0"])
 def test_long_decode_identical_for_every_thread_count(tiny, qtype):
-    import edgerun
     path = tiny.gguf("llama_untied_theta5e5", qtype)
     ids = [int(v) for v in np.random.RandomState(11).randint(0, 200, 290)]
-    got = {}
-    for n in (1, 2, 3, 5):
-        with edgerun.Model(path, n_ctx=320, n_threads=n) as m:
-            with m.session() as s:
-                s.decode(ids[:250])
-                # positions 250-289: the split starts at 256 cached rows
-                got[n] = np.stack([s.decode([tok]) for tok in ids[250:]])
+    # positions 250-289: the split starts at 256 cached rows
+    got = decode_logits(path, ids, 250, 320, (1, 2, 3, 5))
     for n in (2, 3, 5):
         assert np.array_equal(got[n], got[1]), f"{qtype}: long-context decode logits differ at {n} threads"
 
 
 @pytest.mark.parametrize("qtype", ["f32", "q8_0", "q4_0"])
 def test_decode_block_by_head_ranges(tiny, qtype):
-    import edgerun
     path = tiny.gguf("qwen2_8kv", qtype)
     _, model, n_vocab = tiny.hf("qwen2_8kv")
     ids = [int(v) for v in np.random.RandomState(5).randint(0, n_vocab, 40)]
-    got = {}
-    for n in (1, 2, 3, 5):
-        with edgerun.Model(path, n_ctx=64, n_threads=n) as m:
-            with m.session() as s:
-                s.decode(ids[:24])
-                got[n] = np.stack([s.decode([tok]) for tok in ids[24:]])
+    got = decode_logits(path, ids, 24, 64, (1, 2, 3, 5))
     for n in (2, 3, 5):
         assert np.array_equal(got[n], got[1]), f"{qtype}: decode logits differ at {n} threads"
     if qtype == "f32":
