@@ -43,6 +43,24 @@ def test_weight_bytes_per_token_counts_tied_embedding_once(tmp_path):
         assert bench.weight_bytes_per_token(p) == want
 
 
+def test_kv_bytes_per_token_from_the_file():
+    # the embedded model: 2 layers, 128 wide, 4 query heads on 2 K/V heads of 32
+    path = pathlib.Path(__file__).resolve().parent.parent / "models" / "edgerun-add.gguf"
+    kv_row = 2 * 32
+    # steps at positions 8..11 read 9..12 positions: 10.5 on average
+    assert bench.kv_bytes_per_token(path, 8, 4) == 2 * 2 * kv_row * 2 * 10.5
+    assert bench.kv_bytes_per_token(path, 8, 4, kv_elem=4) == 2 * 2 * kv_row * 4 * 10.5
+
+
+def test_kv_share_line():
+    rep = _fake_report()
+    assert "Not counted" not in bench.format_markdown(rep)  # an older report
+    for r in rep["results"]:
+        if "error" not in r:
+            r["kv_bytes_per_token"] = 5 * 2 ** 19  # 2.5 MiB against 10^7 weight bytes
+    assert "(15m: 2.50 MiB a step, 26.2% on top of the weights)" in bench.format_markdown(rep)
+
+
 def test_membw_probe_reports_json():
     exe = bench.membw_binary()
     if exe is None:

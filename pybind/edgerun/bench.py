@@ -389,6 +389,25 @@ def weight_bytes_per_token(path):
     return total
 
 
+def kv_bytes_per_token(path, prompt_tokens, gen_tokens, kv_elem=2):
+    """Bytes of K/V cache the decode steps read on average, beside the weights:
+    a step at position p reads the K and V rows of positions [0, p] in every
+    layer; the steps run at positions prompt_tokens .. prompt_tokens +
+    gen_tokens - 1 (F16 rows by default, as in the matrix)."""
+    import gguf
+    r = gguf.GGUFReader(str(path))
+    arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
+
+    def val(key):
+        f = r.fields[f"{arch}.{key}"]
+        return int(f.parts[f.data[0]][0])
+    n_layer, n_embd, n_head = val("block_count"), val("embedding_length"), val("attention.head_count")
+    n_head_kv = val("attention.head_count_kv") if f"{arch}.attention.head_count_kv" in r.fields else n_head
+    kv_row = n_head_kv * (n_embd // n_head)
+    positions = prompt_tokens + (gen_tokens - 1) / 2 + 1  # the mean of p + 1 over the steps
+    return int(n_layer * 2 * kv_row * kv_elem * positions)
+
+
 def membw_binary():
     """edgerun-membw (runtime_c/tools/membw.c) from $EDGERUN_MEMBW, beside
     $EDGERUN_CLI or $EDGERUN_LIB, or in build/native; None if not built."""
@@ -512,6 +531,7 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
                          for t in threads for engine in engines]
                 continue
             wbytes = weight_bytes_per_token(path)
+            kvbytes = kv_bytes_per_token(path, prompt_tokens, gen_tokens, 2 if kv_type == "f16" else 4)
             for t in threads:
                 # The probe again, smaller, right before and after this row's
                 # engines: on a shared VM the bandwidth drifts by 10-15% within
@@ -523,7 +543,7 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
                     r = _run_worker(engine, path, t, 64, MATRIX_CTX, prompt_tokens, gen_tokens, repeat, timeout,
                                     kv_type)
                     r.update(shape=shape, type=wt, model=str(path), weight_bytes_per_token=wbytes,
-                             bandwidth_gb_per_s=bw[t])
+                             kv_bytes_per_token=kvbytes, bandwidth_gb_per_s=bw[t])
                     row.append(r)
                     if "error" not in r:
                         gbs = r["decode_tokens_per_s"] * wbytes / 1e9
@@ -574,6 +594,23 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
 def _find(rows, shape, wt, t, engine):
     return next((r for r in rows if r.get("shape") == shape and r.get("type") == wt and r.get("threads") == t
                  and r.get("engine") == engine and "error" not in r), None)
+
+
+def kv_share_text(rows):
+    """Per shape, the K/V bytes a decode step reads on average and their share
+    on top of the weight bytes (smallest to largest over the types), or ""
+    for reports without kv_bytes_per_token."""
+    per = {}
+    for r in rows:
+        if "kv_bytes_per_token" in r and r.get("weight_bytes_per_token"):
+            per.setdefault(r["shape"], {})[r["type"]] = (r["kv_bytes_per_token"], r["weight_bytes_per_token"])
+    parts = []
+    for shape, by_type in per.items():
+        kv = next(iter(by_type.values()))[0]
+        shares = sorted(100.0 * k / w for k, w in by_type.values())
+        span = f"{shares[0]:.1f}%" if shares[0] == shares[-1] else f"{shares[0]:.1f}-{shares[-1]:.1f}%"
+        parts.append(f"{shape}: {kv / 2**20:.2f} MiB a step, {span} on top of the weights")
+    return "; ".join(parts)
 
 
 def _fig(r, key, fmt="{:.1f}"):
@@ -635,6 +672,12 @@ def format_markdown(rep, plot_name=None):
         "typically gets, most of all with two threads. `% near` divides by the best pass of a probe",
         "run right before and right after that row's engines (256 MiB; the higher kept): this VM's",
         "bandwidth drifts by 10-15% within one run, and the whole-run probes catch its fastest minute.",
+    ]
+    kv = kv_share_text(rep["results"])
+    if kv:
+        lines += ["Not counted in the weight bytes: the K/V cache every decode step also reads, all earlier",
+                  f"positions of every layer, which no engine can skip ({kv})."]
+    lines += [
         "",
         "| shape | type | threads | engine | prefill tok/s | decode tok/s | % BW | % med | % near | peak RSS MiB "
         "| decode vs llama.cpp |",
