@@ -394,18 +394,10 @@ def kv_bytes_per_token(path, prompt_tokens, gen_tokens, kv_elem=2):
     a step at position p reads the K and V rows of positions [0, p] in every
     layer; the steps run at positions prompt_tokens .. prompt_tokens +
     gen_tokens - 1 (F16 rows by default, as in the matrix)."""
-    import gguf
-    r = gguf.GGUFReader(str(path))
-    arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
-
-    def val(key):
-        f = r.fields[f"{arch}.{key}"]
-        return int(f.parts[f.data[0]][0])
-    n_layer, n_embd, n_head = val("block_count"), val("embedding_length"), val("attention.head_count")
-    n_head_kv = val("attention.head_count_kv") if f"{arch}.attention.head_count_kv" in r.fields else n_head
-    kv_row = n_head_kv * (n_embd // n_head)
+    from .reference import GGUFModel
+    m = GGUFModel(path)  # the hyper-parameters as the reference reads them (nothing dequantized)
     positions = prompt_tokens + (gen_tokens - 1) / 2 + 1  # the mean of p + 1 over the steps
-    return int(n_layer * 2 * kv_row * kv_elem * positions)
+    return int(m.n_layer * 2 * m.n_head_kv * m.head_dim * kv_elem * positions)
 
 
 def membw_binary():

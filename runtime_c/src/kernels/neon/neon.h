@@ -64,7 +64,6 @@ void er_neon_attention_sums(float *out, float *sc, int n_kv, const void *v, int 
 #include <arm_neon.h>
 #include <string.h>
 
-/* IEEE half -> float with one FCVT (no +fp16 needed for conversions). */
 /* The largest |x| of x[0..n), n a multiple of 4, 0 for none: compare-and-
  * select, not FMAX, so that a NaN leaves the running max alone, as the
  * generic quantizers' `a > amax` does (FMAX would return the NaN). */
@@ -77,6 +76,7 @@ static inline float er_neon_absmax(const float *x, int n) {
     return vmaxvq_f32(am);
 }
 
+/* IEEE half -> float with one FCVT (no +fp16 needed for conversions). */
 static inline float er_neon_h2f(er_f16 h) {
     __fp16 v;
     memcpy(&v, &h, sizeof v);
