@@ -31,6 +31,12 @@ void er_arena_init(er_arena *a, void *base, size_t size);
 /* ER_ARENA_ALIGN-aligned block of `bytes`, or NULL when the section is full. */
 void *er_arena_alloc(er_arena *a, size_t bytes);
 
+/* Asks the OS for transparent huge pages on the 2 MiB-aligned interior of
+ * section a, before its first write (arena.c says when it pays). Advice
+ * only: with THP "never", or no MADV_HUGEPAGE, nothing changes. Call only
+ * on memory open allocated: a caller's buffer is the caller's to advise. */
+void er_arena_advise_huge(const er_arena *a);
+
 /* Scratch discipline: remember a position and roll back to it. */
 static inline size_t er_arena_mark(const er_arena *a) { return a->off; }
 void er_arena_reset(er_arena *a, size_t mark);

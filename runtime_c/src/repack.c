@@ -92,30 +92,17 @@ static int repack_one(er_model *m, er_weight *w) {
     return ER_OK;
 }
 
-/* Asks for transparent huge pages on the 2 MiB-aligned interior of the
- * repacked section before its first write (the arena's pages are still
- * untouched then). Decode streams every repacked byte once per token; with
- * 4 KiB pages the hardware prefetchers stop at every page and a 110M Q8_0
- * token walks 28k page-table entries: measured on the Zen 4 VM, one thread,
- * an AVX2 read loop 20 -> 30 GB/s and the Q8_0 decode step 5.9 -> 4.1 ms
- * (kernels/x86/repack_q8_0_avx2.c). Only on an arena open allocated (a
- * caller's buffer is the caller's to advise), and advice only: with THP
- * "never", or no MADV_HUGEPAGE, nothing changes. The section is written in
- * full right after, so resident memory grows by nothing but rounding. */
-static void advise_huge(const er_arena *a) {
-#if defined(MADV_HUGEPAGE)
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t lo = ((uintptr_t)a->base + huge - 1) & ~(huge - 1);
-    uintptr_t hi = ((uintptr_t)a->base + a->size) & ~(huge - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)a;
-#endif
-}
-
+/* Transparent huge pages on the repacked section before its first write
+ * (the arena's pages are still untouched then). Decode streams every
+ * repacked byte once per token; with 4 KiB pages the hardware prefetchers
+ * stop at every page and a 110M Q8_0 token walks 28k page-table entries:
+ * measured on the Zen 4 VM, one thread, an AVX2 read loop 20 -> 30 GB/s and
+ * the Q8_0 decode step 5.9 -> 4.1 ms (kernels/x86/repack_q8_0_avx2.c). The
+ * section is written in full right after, so resident memory grows by
+ * nothing but rounding. */
 int er_repack_model(er_model *m) {
     int rc;
-    if (m->arena_owned && m->plan.sections[ER_SEC_REPACKED].bytes) advise_huge(&m->sec[ER_SEC_REPACKED]);
+    if (m->arena_owned && m->plan.sections[ER_SEC_REPACKED].bytes) er_arena_advise_huge(&m->sec[ER_SEC_REPACKED]);
     for (int l = 0; l < m->d.n_layer; l++) {
         er_layer *L = &m->layers[l];
         er_weight *ws[N_LAYER_MATS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
