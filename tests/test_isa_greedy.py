@@ -49,7 +49,7 @@ def greedy(cli, *args, env=None):
 def _tables(cli):
     """Tables this build and CPU can run: those `--isa NAME` accepts."""
     ok = []
-    for name in ("generic", "avx2", "neon", "neon-dotprod", "neon-i8mm", "sve"):
+    for name in ("generic", "avx2", "avx512vnni", "neon", "neon-dotprod", "neon-i8mm", "sve"):
         r = subprocess.run([str(cli), "run", str(MODEL), "1+1=", "-n", "1", "--isa", name], capture_output=True,
                            text=True, timeout=60)
         if r.returncode == 0:

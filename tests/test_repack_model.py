@@ -28,7 +28,7 @@ def test_repacked_logits_match_file_layout(tiny, monkeypatch):
     path = _q4_model(tiny)
     ids = [int(v) for v in np.random.RandomState(4).randint(0, 200, 20)]
     isa, repacked, got, want = logits_repacked_and_not(path, ids, monkeypatch, n_ctx=32, n_threads=2)
-    if isa != "avx2":
+    if isa not in ("avx2", "avx512vnni"):
         pytest.skip(f"table {isa} keeps the file layout for Q4_0")
     assert repacked["persistent"] == 1
     assert repacked["bytes"] >= _matrix_bytes(path) > 0

@@ -26,7 +26,7 @@ from .errors import BoardError
 ARCHES = ("aarch64", "x86_64")
 FEATURES = {
     "aarch64": ("neon", "fp16", "dotprod", "sve", "sve2", "i8mm", "bf16"),
-    "x86_64": ("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f"),
+    "x86_64": ("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512vl", "avx512bw", "avx512vnni"),
 }
 QEMU_BINARIES = {"aarch64": "qemu-aarch64"}
 # The CPU models qemu-aarch64 7.2 (Debian 12) offers (`qemu-aarch64 -cpu help`)

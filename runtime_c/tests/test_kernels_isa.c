@@ -657,7 +657,7 @@ static void check_attention_heads(const er_kernels *k) {
 
 /* ---------------------------------------------------------------- dispatch, FTZ */
 
-static const char *const k_names[] = {"generic", "avx2", "neon", "neon-dotprod", "neon-i8mm", "sve"};
+static const char *const k_names[] = {"generic", "avx2", "avx512vnni", "neon", "neon-dotprod", "neon-i8mm", "sve"};
 
 static void check_forcing(const char *name, const er_kernels *k) {
     const char *why = NULL;
@@ -674,6 +674,9 @@ static void check_auto_choice(void) {
     const char *want = "generic";
 #if defined(__x86_64__)
     if (strstr(feat, "avx2") && strstr(feat, "fma") && strstr(feat, "f16c")) want = "avx2";
+    if (!strcmp(want, "avx2") && strstr(feat, "avx512f") && strstr(feat, "avx512vl") && strstr(feat, "avx512bw") &&
+        strstr(feat, "avx512vnni"))
+        want = "avx512vnni";
 #elif defined(__aarch64__)
     if (strstr(feat, "sve>=256")) want = "sve";
     else if (strstr(feat, "asimddp") && strstr(feat, "i8mm")) want = "neon-i8mm";

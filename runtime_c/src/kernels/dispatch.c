@@ -34,6 +34,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ER_BUILD_AVX2 1
 const er_kernels *er_kernels_avx2(void);
+const er_kernels *er_kernels_avx512vnni(void);
 #endif
 #if defined(__aarch64__) && defined(__GNUC__)
 #define ER_BUILD_ARM 1
@@ -60,6 +61,9 @@ enum {
     CPU_F16C = 1u << 10,
     CPU_AVX512F = 1u << 11,
     CPU_SVE256 = 1u << 12, /* SVE vectors of 256 bits or more */
+    CPU_AVX512VL = 1u << 13,
+    CPU_AVX512BW = 1u << 14,
+    CPU_AVX512VNNI = 1u << 15,
 };
 
 static const struct {
@@ -69,7 +73,7 @@ static const struct {
     {CPU_ASIMD, "asimd"}, {CPU_ASIMDDP, "asimddp"}, {CPU_FPHP, "fphp"},   {CPU_ASIMDHP, "asimdhp"},
     {CPU_SVE, "sve"},     {CPU_SVE2, "sve2"},       {CPU_I8MM, "i8mm"},   {CPU_AVX, "avx"},
     {CPU_AVX2, "avx2"},   {CPU_FMA, "fma"},         {CPU_F16C, "f16c"},   {CPU_AVX512F, "avx512f"},
-    {CPU_SVE256, "sve>=256"},
+    {CPU_SVE256, "sve>=256"}, {CPU_AVX512VL, "avx512vl"}, {CPU_AVX512BW, "avx512bw"}, {CPU_AVX512VNNI, "avx512vnni"},
 };
 
 typedef struct {
@@ -83,6 +87,10 @@ typedef struct {
  * the fallback that always runs. */
 static const isa_entry k_built[] = {
 #if ER_BUILD_AVX2
+    /* avx2 with VPDPBUSD in the repacked integer matmuls: EVEX-encoded, so
+     * it needs the OS to save AVX-512 state (zmm_ok) even on ymm registers */
+    {"avx512vnni", er_kernels_avx512vnni,
+     CPU_AVX | CPU_AVX2 | CPU_FMA | CPU_F16C | CPU_AVX512F | CPU_AVX512VL | CPU_AVX512BW | CPU_AVX512VNNI, 0},
     {"avx2", er_kernels_avx2, CPU_AVX | CPU_AVX2 | CPU_FMA | CPU_F16C, 0},
 #endif
 #if ER_BUILD_ARM
@@ -103,7 +111,7 @@ static const isa_entry k_built[] = {
 
 /* Every name EDGERUN_ISA may carry in some build, so a typo ("nonexistent")
  * is told apart from a real table this build simply lacks ("avx2" here). */
-static const char *const k_known[] = {"generic", "neon", "neon-dotprod", "neon-i8mm", "sve", "avx2"};
+static const char *const k_known[] = {"generic", "neon", "neon-dotprod", "neon-i8mm", "sve", "avx2", "avx512vnni"};
 
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 static unsigned s_flags;
@@ -163,6 +171,9 @@ static unsigned detect_flags(void) {
             __cpuid_count(7, 0, a, b, c, d);
             if (ymm_ok && ((b >> 5) & 1)) f |= CPU_AVX2;
             if (zmm_ok && ((b >> 16) & 1)) f |= CPU_AVX512F;
+            if (zmm_ok && ((b >> 30) & 1)) f |= CPU_AVX512BW;
+            if (zmm_ok && ((b >> 31) & 1)) f |= CPU_AVX512VL;
+            if (zmm_ok && ((c >> 11) & 1)) f |= CPU_AVX512VNNI;
         }
     }
 #endif
@@ -271,7 +282,7 @@ const er_kernels *er_kernels_select(const char *want, const char **reason) {
         }
     }
     er_fail(ER_EUNSUPPORTED,
-            "%s unknown kernel table '%.40s' (known names: generic neon neon-dotprod neon-i8mm sve avx2 auto; "
+            "%s unknown kernel table '%.40s' (known names: generic neon neon-dotprod neon-i8mm sve avx2 avx512vnni auto; "
             "tables built: %s; CPU features: %s)",
             src, want, s_built_names, feat);
     return NULL;

@@ -89,6 +89,9 @@ _Static_assert(sizeof(blk_q5_kx8) == 8 * sizeof(er_block_q5_k), "Q5_Kx8 must tak
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
+/* once, in the AVX2 build: the avx512vnni table shares the layouts */
+#if !ER_X86_VNNI
+
 /* Row r's d, dmin and re-encoded scales/mins (the Q4_K and Q5_K
  * super-blocks share these fields' meaning) into a record. */
 static void put_scales(kx8_scales *o, int r, er_f16 d, er_f16 dmin, const uint8_t scales[12]) {
@@ -148,6 +151,7 @@ void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in,
             }
         }
 }
+#endif
 
 /* ---- kernels ---------------------------------------------------------------- */
 
@@ -166,6 +170,13 @@ void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in,
 static const uint8_t k_sc[4][32] __attribute__((aligned(32))) = {
     {SC4(0), SC4(0)}, {SC4(4), SC4(4)}, {SC4(8), SC4(8)}, {SC4(12), SC4(12)}};
 static const uint8_t k_mn[2][32] __attribute__((aligned(32))) = {{MN4(0), MN4(0)}, {MN4(8), MN4(8)}};
+#if ER_X86_VNNI
+/* k_sc32[jj]: lane q gets int32 s from byte 4jj + q (a VPMULLD multiplier) */
+#define SC32(b) b, Z, Z, Z, b + 1, Z, Z, Z, b + 2, Z, Z, Z, b + 3, Z, Z, Z
+static const uint8_t k_sc32[4][32] __attribute__((aligned(32))) = {
+    {SC32(0), SC32(0)}, {SC32(4), SC32(4)}, {SC32(8), SC32(8)}, {SC32(12), SC32(12)}};
+#undef SC32
+#endif
 #undef SC4
 #undef MN4
 #undef Z
@@ -210,9 +221,9 @@ static ALWAYS_INLINE void scales8(const kx8_scales *w, __m256i *sc0, __m256i *sc
 /* imin for 8 rows: sum_j mn_j * bs_j, four madds of (mn, mn) x (bs, bs). */
 static ALWAYS_INLINE __m256i mins8(__m256i mn0, __m256i mn1, const act_kblk *ab) {
     __m256i s = _mm256_madd_epi16(_mm256_shuffle_epi8(mn0, ctrl_mn(0)), _mm256_set1_epi32(ab->bsp[0]));
-    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_shuffle_epi8(mn0, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[1])));
-    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_shuffle_epi8(mn1, ctrl_mn(0)), _mm256_set1_epi32(ab->bsp[2])));
-    return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_shuffle_epi8(mn1, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[3])));
+    s = er_x86_madd_acc(s, _mm256_shuffle_epi8(mn0, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[1]));
+    s = er_x86_madd_acc(s, _mm256_shuffle_epi8(mn1, ctrl_mn(0)), _mm256_set1_epi32(ab->bsp[2]));
+    return er_x86_madd_acc(s, _mm256_shuffle_epi8(mn1, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[3]));
 }
 
 /* Group g (elements 32j + 4g..) of sub-block j as unsigned bytes, row r in
@@ -238,6 +249,13 @@ static ALWAYS_INLINE __m256i unpack_k(const uint8_t *rec, int g, const int j, co
 static ALWAYS_INLINE __m256i scale_of(__m256i sc0, __m256i sc1, const int j) {
     return _mm256_shuffle_epi8(j < 4 ? sc0 : sc1, ctrl_sc(j % 4));
 }
+
+#if ER_X86_VNNI
+/* Sub-block j's scale for the 8 rows as int32 lanes. */
+static ALWAYS_INLINE __m256i scale32_of(__m256i sc0, __m256i sc1, const int j) {
+    return _mm256_shuffle_epi8(j < 4 ? sc0 : sc1, _mm256_load_si256((const __m256i *)(const void *)k_sc32[j % 4]));
+}
+#endif
 
 /* One group of 8 weight rows against mt (1..MT) activation rows over
  * super-blocks [i0, i1): acc[j] (lane r = weight row r) += ... The record
@@ -284,11 +302,33 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                         s1 = _mm256_add_epi16(
                             s1, _mm256_maddubs_epi16(unpack_k(rec, g, 4 + k, 1), bcast4(xq + 32 * (4 + k) + 4 * g)));
                     }
-                    isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s0, sv0));
-                    isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s1, sv1));
+                    isum[0] = er_x86_madd_acc(isum[0], s0, sv0);
+                    isum[0] = er_x86_madd_acc(isum[0], s1, sv1);
                 }
                 continue;
             }
+#if ER_X86_VNNI
+            if (mt == 1 && !q5) {
+                /* Q4_K decode with VPDPBUSD: each chunk load feeds both of
+                 * its sub-blocks, the low nibbles masked and the high ones
+                 * masked in place (16x their value, shifted down once,
+                 * exactly), each summed straight into int32 and multiplied
+                 * by its scale: no int16 sums, no shifts per group */
+                const int8_t *xq = xb[0]->qs + 64 * c;
+                const uint8_t *qs = ((const blk_q4_kx8 *)(const void *)rec)->qs + 256 * c;
+                __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int g = 0; g < 8; g++) {
+                    const __m256i q = ld(qs + 32 * g);
+                    s0 = er_x86_dpbusd_bcast4(s0, _mm256_and_si256(q, _mm256_set1_epi8(0x0f)), xq + 4 * g);
+                    s1 = er_x86_dpbusd_bcast4(s1, _mm256_and_si256(q, _mm256_set1_epi8((char)0xf0)), xq + 32 + 4 * g);
+                }
+                isum[0] = _mm256_add_epi32(isum[0], _mm256_mullo_epi32(s0, scale32_of(sc0, sc1, 2 * c)));
+                isum[0] = _mm256_add_epi32(isum[0],
+                                           _mm256_mullo_epi32(_mm256_srai_epi32(s1, 4), scale32_of(sc0, sc1, 2 * c + 1)));
+                continue;
+            }
+#endif
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 const __m256i sv = scale_of(sc0, sc1, 2 * c + h);
@@ -302,7 +342,7 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                     __m256i s = _mm256_maddubs_epi16(u[0], bcast4(xq));
 #pragma GCC unroll 8
                     for (int g = 1; g < 8; g++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[g], bcast4(xq + 4 * g)));
-                    isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s, sv));
+                    isum[0] = er_x86_madd_acc(isum[0], s, sv);
                     continue;
                 }
                 /* prefill tiles: each group unpacked and used at once for every
@@ -319,7 +359,7 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                         s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bcast4(xb[j]->qs + 64 * c + 32 * h + 4 * g)));
                     if (g % gs == gs - 1)
                         for (int j = 0; j < mt; j++) {
-                            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s[j], sv));
+                            isum[j] = er_x86_madd_acc(isum[j], s[j], sv);
                             s[j] = _mm256_setzero_si256();
                         }
                 }
@@ -375,5 +415,5 @@ static ALWAYS_INLINE void matmul_kx8(const er_matmul_args *a, const int q5) {
     }
 }
 
-void er_avx2_matmul_q4_kx8(const er_matmul_args *a) { matmul_kx8(a, 0); }
-void er_avx2_matmul_q5_kx8(const er_matmul_args *a) { matmul_kx8(a, 1); }
+void ER_X86_FN(matmul_q4_kx8)(const er_matmul_args *a) { matmul_kx8(a, 0); }
+void ER_X86_FN(matmul_q5_kx8)(const er_matmul_args *a) { matmul_kx8(a, 1); }

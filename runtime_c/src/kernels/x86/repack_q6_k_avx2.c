@@ -52,6 +52,9 @@ _Static_assert(sizeof(blk_q6_kx8) == 8 * sizeof(er_block_q6_k), "Q6_Kx8 must tak
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
+/* once, in the AVX2 build: the avx512vnni table shares the layouts */
+#if !ER_X86_VNNI
+
 /* A file super-block's 256 quants (0..63), in element order. */
 static void q6_quants(const er_block_q6_k *b, uint8_t q[ER_QK_K]) {
     for (int h = 0; h < 2; h++)
@@ -83,6 +86,7 @@ void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in,
                                 (uint8_t)(q[64 * v + 4 * t + k] | ((q[192 + 4 * t + k] >> (2 * v)) & 3) << 6);
             }
 }
+#endif
 
 /* ---- kernels ---------------------------------------------------------------- */
 
@@ -138,7 +142,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
             for (int j = 0; j < mt; j++) {
                 int32_t bs;
                 memcpy(&bs, xb[j]->bsums + 2 * p, sizeof bs);
-                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(sp, _mm256_set1_epi32(bs)));
+                isum[j] = er_x86_madd_acc(isum[j], sp, _mm256_set1_epi32(bs));
             }
         }
         for (int j = 0; j < mt; j++) isum[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[j], 5));
@@ -164,7 +168,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
                             _mm256_maddubs_epi16(unpack6(w, t, st), er_kq8_bcast4(xq + 64 * st + 4 * t)),
                             _mm256_maddubs_epi16(unpack6(w, t + 1, st), er_kq8_bcast4(xq + 64 * st + 4 * t + 4)));
                     for (int st = 0; st < 4; st++)
-                        isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s[st], sv[st]));
+                        isum[0] = er_x86_madd_acc(isum[0], s[st], sv[st]);
                 }
             }
         } else {
@@ -186,7 +190,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
                             const int8_t *xq = xb[j]->qs + 64 * st + 4 * t;
                             const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(ua, er_kq8_bcast4(xq)),
                                                                _mm256_maddubs_epi16(ub, er_kq8_bcast4(xq + 4)));
-                            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s, tp < 2 ? sv0 : sv1));
+                            isum[j] = er_x86_madd_acc(isum[j], s, tp < 2 ? sv0 : sv1);
                         }
                     }
                 }
@@ -200,7 +204,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
 
 /* a->w: the repacked matrix; rows [r0, r1) with r0 and r1 - r0 multiples of
  * 8 (forward.c chunks so). */
-void er_avx2_matmul_q6_kx8(const er_matmul_args *a) {
+void ER_X86_FN(matmul_q6_kx8)(const er_matmul_args *a) {
     const int nb = a->n / ER_QK_K;
     const size_t group_bytes = (size_t)nb * sizeof(blk_q6_kx8);
     const int chunk = er_kq8_row_chunk(group_bytes);

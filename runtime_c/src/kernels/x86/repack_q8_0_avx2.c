@@ -48,9 +48,11 @@ typedef struct {
 
 _Static_assert(sizeof(blk_q8_0x8) == 8 * sizeof(er_block_q8_0), "Q8_0x8 must be 8 blocks' bytes");
 
+#if !ER_X86_VNNI /* once: the avx512vnni table shares the layout */
 void er_avx2_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     er_avx2_interleave_x8(src, dst, row_bytes, n_in, n_out, ER_QK8_0);
 }
+#endif
 
 static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
@@ -80,7 +82,6 @@ static ALWAYS_INLINE void prep(const unsigned char *x, size_t xs, int mt, int b0
  * GCC from hoisting all products ahead of their sums (it spilled them). */
 static ALWAYS_INLINE void group_tile(const blk_q8_0x8 *wg, const unsigned char *x, size_t xs, const int mt, int b0,
                                      int b1, float dx[MT][KB], float *y, size_t ys, int add) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[MT];
     for (int j = 0; j < mt; j++) acc[j] = _mm256_setzero_ps();
     for (int b = b0; b < b1; b++) {
@@ -96,10 +97,7 @@ static ALWAYS_INLINE void group_tile(const blk_q8_0x8 *wg, const unsigned char *
             const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(w->q + 32 * g));
             const __m256i aw = _mm256_sign_epi8(wv, wv);
 #pragma GCC unroll 8
-            for (int j = 0; j < mt; j++) {
-                const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(xq[j] + 4 * g), wv));
-                s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(p, ones));
-            }
+            for (int j = 0; j < mt; j++) s[j] = er_x86_dot4_acc(s[j], aw, _mm256_sign_epi8(bcast4(xq[j] + 4 * g), wv));
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)w->d));
         for (int j = 0; j < mt; j++)
@@ -143,7 +141,7 @@ static void rows_tile(const er_matmul_args *a, size_t group_bytes, int c0, int c
 
 /* a->w: the repacked matrix; rows [r0, r1) with r0 and r1 - r0 multiples of
  * 8 (forward.c chunks so). */
-void er_avx2_matmul_q8_0x8(const er_matmul_args *a) {
+void ER_X86_FN(matmul_q8_0x8)(const er_matmul_args *a) {
     const int nb = a->n / ER_QK8_0;
     const size_t group_bytes = (size_t)nb * sizeof(blk_q8_0x8);
     const int chunk = row_chunk(group_bytes);
