@@ -3,6 +3,7 @@
 host put the vCPUs (a benchmark: it reports, it does not fail).
 
     python scripts/ab_pairs.py LIB_A LIB_B [MODEL] [--threads 2] [--pairs 100] [--json]
+                               [--isa-a NAME] [--isa-b NAME]
 
 On a VM the 2-thread figure of one build moves by +-15% from minute to minute,
 more than most changes it is meant to judge, and the host moves the two vCPUs
@@ -14,7 +15,9 @@ take turns generating (--gen-tokens greedy steps after a --prompt-tokens
 prompt, decode tokens/s as edgerun's stats time it), in alternating order; a
 pair is kept only when edgerun-corelat's round trip before and after it says
 the same placement. Reported per placement: the pairs kept, each build's
-median, and the median and range of B/A over the pairs. One CPU, or no
+median, and the median and range of B/A over the pairs. --isa-a/--isa-b
+force a side's kernel table (EDGERUN_ISA), so one build can be set against
+itself table by table (LIB_A and LIB_B the same file). One CPU, or no
 edgerun-corelat built: every pair counts as "unknown".
 """
 import argparse
@@ -40,7 +43,7 @@ p = min(p, m.n_ctx // 2)
 g = min(g, m.n_ctx - p - 1)  # a small model's context holds the prompt and every step
 ids = [1 + i % (m.n_vocab - 1) for i in range(p)]
 m.generate(ids, max_tokens=4, stop_at_eos=False)
-print("ready", flush=True)
+print("ready", m.isa, flush=True)
 for _ in sys.stdin:
     m.generate(ids, max_tokens=g + 1, stop_at_eos=False)
     print(m.stats()["decode_tokens_per_s"], flush=True)
@@ -81,19 +84,26 @@ def main(argv=None):
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    ap.add_argument("--isa-a", metavar="NAME", help="kernel table of side A (default: the automatic choice)")
+    ap.add_argument("--isa-b", metavar="NAME", help="kernel table of side B (default: the automatic choice)")
     a = ap.parse_args(argv)
     for lib in (a.lib_a, a.lib_b):
         if not os.path.isfile(lib):
             ap.error(f"{lib}: no such library (build one with `make test`, copy it aside, rebuild)")
     path = a.model or model.default_model_path()
-    procs = []
-    for lib in (a.lib_a, a.lib_b):
+    procs, isas = [], []
+    for lib, isa in ((a.lib_a, a.isa_a), (a.lib_b, a.isa_b)):
         env = dict(os.environ, EDGERUN_LIB=lib, PYTHONPATH=str(ROOT / "pybind"))
+        if isa:
+            env["EDGERUN_ISA"] = isa
         p = subprocess.Popen([sys.executable, "-c", WORKER, str(path), str(a.threads), str(a.prompt_tokens),
                               str(a.gen_tokens)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if p.stdout.readline().strip() != "ready":
-            sys.exit(f"ab_pairs: the worker for {lib} did not start (run it alone to see why)")
+        ready = p.stdout.readline().split()
+        if ready[:1] != ["ready"]:
+            sys.exit(f"ab_pairs: the worker for {lib}{' with table ' + isa if isa else ''} did not start "
+                     "(run it alone to see why)")
         procs.append(p)
+        isas.append(ready[1] if len(ready) > 1 else "?")
 
     def run(p):
         p.stdin.write("go\n")
@@ -116,12 +126,14 @@ def main(argv=None):
         for p in procs:
             p.stdin.close()
             p.wait()
-    res = {"model": str(path), "threads": a.threads, "lib_a": a.lib_a, "lib_b": a.lib_b, "pairs_run": a.pairs,
+    res = {"model": str(path), "threads": a.threads, "lib_a": a.lib_a, "lib_b": a.lib_b, "isa_a": isas[0],
+           "isa_b": isas[1], "pairs_run": a.pairs,
            "dropped": dropped, "by_placement": summarize(pairs)}
     if a.json:
         print(json.dumps(res))
         return 0
-    print(f"{path}, {a.threads} threads, decode tok/s; {a.pairs} pairs, {dropped} dropped (placement changed)")
+    print(f"{path}, {a.threads} threads, decode tok/s; {a.pairs} pairs, {dropped} dropped (placement changed); "
+          f"tables A {isas[0]}, B {isas[1]}")
     for kind, s in res["by_placement"].items():
         print(f"{kind:8s} {s['pairs']:4d} pairs  A {s['a']:8.1f}  B {s['b']:8.1f}  B/A {s['ratio']:.3f} "
               f"[{s['ratio_range'][0]:.3f}-{s['ratio_range'][1]:.3f}]")

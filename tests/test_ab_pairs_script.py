@@ -25,6 +25,18 @@ def test_a_build_against_itself_in_pairs():
         assert s["ratio_range"][0] <= s["ratio"] <= s["ratio_range"][1]
 
 
+def test_each_side_can_force_its_kernel_table():
+    lib = str(LIBRARY)
+    r = subprocess.run([sys.executable, str(SCRIPT), lib, lib, "--pairs", "1", "--gen-tokens", "8", "--json",
+                        "--isa-a", "generic"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["isa_a"] == "generic" and res["isa_b"] != "?"
+    r = subprocess.run([sys.executable, str(SCRIPT), lib, lib, "--pairs", "1", "--isa-b", "nonexistent"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "with table nonexistent did not start" in r.stderr
+
+
 def test_placement_rule():
     sys.path.insert(0, str(ROOT / "scripts"))
     import ab_pairs
