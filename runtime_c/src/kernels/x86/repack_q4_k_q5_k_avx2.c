@@ -170,13 +170,6 @@ void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in,
 static const uint8_t k_sc[4][32] __attribute__((aligned(32))) = {
     {SC4(0), SC4(0)}, {SC4(4), SC4(4)}, {SC4(8), SC4(8)}, {SC4(12), SC4(12)}};
 static const uint8_t k_mn[2][32] __attribute__((aligned(32))) = {{MN4(0), MN4(0)}, {MN4(8), MN4(8)}};
-#if ER_X86_VNNI
-/* k_sc32[jj]: lane q gets int32 s from byte 4jj + q (a VPMULLD multiplier) */
-#define SC32(b) b, Z, Z, Z, b + 1, Z, Z, Z, b + 2, Z, Z, Z, b + 3, Z, Z, Z
-static const uint8_t k_sc32[4][32] __attribute__((aligned(32))) = {
-    {SC32(0), SC32(0)}, {SC32(4), SC32(4)}, {SC32(8), SC32(8)}, {SC32(12), SC32(12)}};
-#undef SC32
-#endif
 #undef SC4
 #undef MN4
 #undef Z
@@ -250,13 +243,6 @@ static ALWAYS_INLINE __m256i scale_of(__m256i sc0, __m256i sc1, const int j) {
     return _mm256_shuffle_epi8(j < 4 ? sc0 : sc1, ctrl_sc(j % 4));
 }
 
-#if ER_X86_VNNI
-/* Sub-block j's scale for the 8 rows as int32 lanes. */
-static ALWAYS_INLINE __m256i scale32_of(__m256i sc0, __m256i sc1, const int j) {
-    return _mm256_shuffle_epi8(j < 4 ? sc0 : sc1, _mm256_load_si256((const __m256i *)(const void *)k_sc32[j % 4]));
-}
-#endif
-
 /* One group of 8 weight rows against mt (1..MT) activation rows over
  * super-blocks [i0, i1): acc[j] (lane r = weight row r) += ... The record
  * at wg + i * rec bytes is a blk_q4_kx8, or a blk_q5_kx8 when q5. */
@@ -307,28 +293,6 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                 }
                 continue;
             }
-#if ER_X86_VNNI
-            if (mt == 1 && !q5) {
-                /* Q4_K decode with VPDPBUSD: each chunk load feeds both of
-                 * its sub-blocks, the low nibbles masked and the high ones
-                 * masked in place (16x their value, shifted down once,
-                 * exactly), each summed straight into int32 and multiplied
-                 * by its scale: no int16 sums, no shifts per group */
-                const int8_t *xq = xb[0]->qs + 64 * c;
-                const uint8_t *qs = ((const blk_q4_kx8 *)(const void *)rec)->qs + 256 * c;
-                __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-#pragma GCC unroll 8
-                for (int g = 0; g < 8; g++) {
-                    const __m256i q = ld(qs + 32 * g);
-                    s0 = er_x86_dpbusd_bcast4(s0, _mm256_and_si256(q, _mm256_set1_epi8(0x0f)), xq + 4 * g);
-                    s1 = er_x86_dpbusd_bcast4(s1, _mm256_and_si256(q, _mm256_set1_epi8((char)0xf0)), xq + 32 + 4 * g);
-                }
-                isum[0] = _mm256_add_epi32(isum[0], _mm256_mullo_epi32(s0, scale32_of(sc0, sc1, 2 * c)));
-                isum[0] = _mm256_add_epi32(isum[0],
-                                           _mm256_mullo_epi32(_mm256_srai_epi32(s1, 4), scale32_of(sc0, sc1, 2 * c + 1)));
-                continue;
-            }
-#endif
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 const __m256i sv = scale_of(sc0, sc1, 2 * c + h);
