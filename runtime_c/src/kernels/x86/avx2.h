@@ -10,11 +10,15 @@
  *
  * The repacked integer kernels (repack_*_avx2.c) are compiled a second time
  * with -DER_X86_VNNI=1 and the AVX-512 VL/BW/VNNI flags, as the
- * "avx512vnni" table's er_avx512vnni_* functions: the same 256-bit kernels
- * whose int8 dot products take VPDPBUSD (four u8 x s8 products summed into
- * each int32 lane, exact, no int16 step) and whose int16 widenings take
- * VPDPWSSD, and which the compiler may give the 16 further ymm registers
- * of AVX-512VL. ER_X86_FN names a function of the variant being compiled.
+ * "avx512vnni" table's er_avx512vnni_* functions: the same 256-bit kernels,
+ * Q4_0's and Q8_0's int8 dot products taking VPDPBUSD (four u8 x s8
+ * products summed into each int32 lane, exact, no int16 step), and every
+ * body free to use the 16 further ymm registers of AVX-512VL (the K-quant
+ * bodies' only change, worth 8-25% from cache under gcc 12). The K-quants
+ * keep their int16 sums widened by madd + add: VPDPWSSD in their place
+ * measured no faster (Q6_K slower: a 4-cycle chain through 16 sub-blocks
+ * where the add's is 1). ER_X86_FN names a function of the variant being
+ * compiled.
  */
 #ifndef ER_KERNELS_AVX2_H
 #define ER_KERNELS_AVX2_H
@@ -91,14 +95,6 @@ static inline __m256i er_x86_dpbusd_bcast4(__m256i acc, __m256i u, const int8_t 
 }
 #endif
 
-/* acc + madd(a, b): int16 pairs multiplied and summed into int32 lanes */
-static inline __m256i er_x86_madd_acc(__m256i acc, __m256i a, __m256i b) {
-#if ER_X86_VNNI
-    return _mm256_dpwssd_epi32(acc, a, b);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
-#endif
-}
 #endif
 
 float er_avx2_dot_f32(int n, const void *w_row, const void *x_row);
@@ -134,7 +130,7 @@ void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in,
 void er_avx2_matmul_q6_kx8(const er_matmul_args *a);
 void er_avx2_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx2_matmul_q8_0x8(const er_matmul_args *a);
-/* the same repacked kernels with VPDPBUSD/VPDPWSSD (ER_X86_VNNI builds) */
+/* the same repacked kernels built with AVX-512 VL/BW/VNNI (ER_X86_VNNI builds) */
 void er_avx512vnni_matmul_q4_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q4_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_kx8(const er_matmul_args *a);

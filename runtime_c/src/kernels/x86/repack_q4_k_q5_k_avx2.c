@@ -214,9 +214,9 @@ static ALWAYS_INLINE void scales8(const kx8_scales *w, __m256i *sc0, __m256i *sc
 /* imin for 8 rows: sum_j mn_j * bs_j, four madds of (mn, mn) x (bs, bs). */
 static ALWAYS_INLINE __m256i mins8(__m256i mn0, __m256i mn1, const act_kblk *ab) {
     __m256i s = _mm256_madd_epi16(_mm256_shuffle_epi8(mn0, ctrl_mn(0)), _mm256_set1_epi32(ab->bsp[0]));
-    s = er_x86_madd_acc(s, _mm256_shuffle_epi8(mn0, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[1]));
-    s = er_x86_madd_acc(s, _mm256_shuffle_epi8(mn1, ctrl_mn(0)), _mm256_set1_epi32(ab->bsp[2]));
-    return er_x86_madd_acc(s, _mm256_shuffle_epi8(mn1, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[3]));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_shuffle_epi8(mn0, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[1])));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_shuffle_epi8(mn1, ctrl_mn(0)), _mm256_set1_epi32(ab->bsp[2])));
+    return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_shuffle_epi8(mn1, ctrl_mn(1)), _mm256_set1_epi32(ab->bsp[3])));
 }
 
 /* Group g (elements 32j + 4g..) of sub-block j as unsigned bytes, row r in
@@ -288,8 +288,8 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                         s1 = _mm256_add_epi16(
                             s1, _mm256_maddubs_epi16(unpack_k(rec, g, 4 + k, 1), bcast4(xq + 32 * (4 + k) + 4 * g)));
                     }
-                    isum[0] = er_x86_madd_acc(isum[0], s0, sv0);
-                    isum[0] = er_x86_madd_acc(isum[0], s1, sv1);
+                    isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s0, sv0));
+                    isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s1, sv1));
                 }
                 continue;
             }
@@ -306,7 +306,7 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                     __m256i s = _mm256_maddubs_epi16(u[0], bcast4(xq));
 #pragma GCC unroll 8
                     for (int g = 1; g < 8; g++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[g], bcast4(xq + 4 * g)));
-                    isum[0] = er_x86_madd_acc(isum[0], s, sv);
+                    isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s, sv));
                     continue;
                 }
                 /* prefill tiles: each group unpacked and used at once for every
@@ -323,7 +323,7 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                         s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(u, bcast4(xb[j]->qs + 64 * c + 32 * h + 4 * g)));
                     if (g % gs == gs - 1)
                         for (int j = 0; j < mt; j++) {
-                            isum[j] = er_x86_madd_acc(isum[j], s[j], sv);
+                            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s[j], sv));
                             s[j] = _mm256_setzero_si256();
                         }
                 }

@@ -142,7 +142,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
             for (int j = 0; j < mt; j++) {
                 int32_t bs;
                 memcpy(&bs, xb[j]->bsums + 2 * p, sizeof bs);
-                isum[j] = er_x86_madd_acc(isum[j], sp, _mm256_set1_epi32(bs));
+                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(sp, _mm256_set1_epi32(bs)));
             }
         }
         for (int j = 0; j < mt; j++) isum[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[j], 5));
@@ -168,7 +168,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
                             _mm256_maddubs_epi16(unpack6(w, t, st), er_kq8_bcast4(xq + 64 * st + 4 * t)),
                             _mm256_maddubs_epi16(unpack6(w, t + 1, st), er_kq8_bcast4(xq + 64 * st + 4 * t + 4)));
                     for (int st = 0; st < 4; st++)
-                        isum[0] = er_x86_madd_acc(isum[0], s[st], sv[st]);
+                        isum[0] = _mm256_add_epi32(isum[0], _mm256_madd_epi16(s[st], sv[st]));
                 }
             }
         } else {
@@ -190,7 +190,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
                             const int8_t *xq = xb[j]->qs + 64 * st + 4 * t;
                             const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(ua, er_kq8_bcast4(xq)),
                                                                _mm256_maddubs_epi16(ub, er_kq8_bcast4(xq + 4)));
-                            isum[j] = er_x86_madd_acc(isum[j], s, tp < 2 ? sv0 : sv1);
+                            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s, tp < 2 ? sv0 : sv1));
                         }
                     }
                 }
