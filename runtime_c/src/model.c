@@ -179,8 +179,8 @@ static int carve_runtime(er_model *m, int cuda) {
  * K/V store, 15 us with the cache resident: ~2.5% of the step), and a
  * step's latency depended on whether it crossed a page. The memory is the
  * plan's in any case; touching it at open makes resident memory what the
- * plan says from the start, and a machine short of it fails at open rather
- * than in the middle of a reply. Huge pages also cut the attention walk's
+ * plan says from the start, and a machine short of it runs out at open
+ * rather than in the middle of a reply. Huge pages also cut the attention walk's
  * page-table misses (per layer 28.9 -> 26.6 us there). */
 static void fault_in_kv(er_model *m) {
     er_arena *kv = &m->sec[ER_SEC_KV];

@@ -73,7 +73,8 @@ static const struct {
     {CPU_ASIMD, "asimd"}, {CPU_ASIMDDP, "asimddp"}, {CPU_FPHP, "fphp"},   {CPU_ASIMDHP, "asimdhp"},
     {CPU_SVE, "sve"},     {CPU_SVE2, "sve2"},       {CPU_I8MM, "i8mm"},   {CPU_AVX, "avx"},
     {CPU_AVX2, "avx2"},   {CPU_FMA, "fma"},         {CPU_F16C, "f16c"},   {CPU_AVX512F, "avx512f"},
-    {CPU_SVE256, "sve>=256"}, {CPU_AVX512VL, "avx512vl"}, {CPU_AVX512BW, "avx512bw"}, {CPU_AVX512VNNI, "avx512vnni"},
+    {CPU_SVE256, "sve>=256"}, {CPU_AVX512VL, "avx512vl"}, {CPU_AVX512BW, "avx512bw"},
+    {CPU_AVX512VNNI, "avx512vnni"},
 };
 
 typedef struct {
@@ -282,8 +283,8 @@ const er_kernels *er_kernels_select(const char *want, const char **reason) {
         }
     }
     er_fail(ER_EUNSUPPORTED,
-            "%s unknown kernel table '%.40s' (known names: generic neon neon-dotprod neon-i8mm sve avx2 avx512vnni auto; "
-            "tables built: %s; CPU features: %s)",
+            "%s unknown kernel table '%.40s' (known names: generic neon neon-dotprod neon-i8mm sve avx2 avx512vnni "
+            "auto; tables built: %s; CPU features: %s)",
             src, want, s_built_names, feat);
     return NULL;
 }
