@@ -213,8 +213,12 @@ ER_API int er_plan(const char *path, const er_options *opts, er_plan_report *out
 
 /* Opens a model: maps the file, validates every header field and tensor, plans
  * and allocates the arena (or uses opts->arena), binds tensors, builds tokenizer
- * tables and starts the worker threads. On success *out owns the mapping, the
- * arena (if it allocated it) and the threads; release with er_model_close.
+ * tables and starts the worker threads. Every page of the arena is resident
+ * when it returns, the KV caches of all n_sessions slots included (so
+ * resident memory is the plan's total from the start, and decode steps take
+ * no page faults), and every worker thread is running. On success *out owns
+ * the mapping, the arena (if it allocated it) and the threads; release with
+ * er_model_close.
  * Errors: ER_EINVAL, ER_EIO, ER_ECORRUPT, ER_EUNSUPPORTED, ER_ENOMEM,
  * ER_ENOMEM_ARENA (caller arena too small: the message gives needed, given and
  * the shortfall in bytes). On failure *out is NULL and nothing is leaked. */

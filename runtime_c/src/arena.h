@@ -37,6 +37,11 @@ void *er_arena_alloc(er_arena *a, size_t bytes);
  * on memory open allocated: a caller's buffer is the caller's to advise. */
 void er_arena_advise_huge(const er_arena *a);
 
+/* Makes every page of section a resident and writable now, keeping its
+ * bytes (each page's first byte is written back as it is): call before the
+ * pool's threads start, while nothing else can write the section. */
+void er_arena_fault_in(const er_arena *a);
+
 /* Scratch discipline: remember a position and roll back to it. */
 static inline size_t er_arena_mark(const er_arena *a) { return a->off; }
 void er_arena_reset(er_arena *a, size_t mark);

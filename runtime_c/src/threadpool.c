@@ -104,6 +104,18 @@ static unsigned long long wait_start(er_pool *p, unsigned long long seen, int pr
     return g;
 }
 
+/* The stack a worker's deepest task needs (a matmul kernel keeps its
+ * activation slices there, ~12 KiB) made resident before the first task,
+ * and before er_pool_start returns: a worker that first ran, or first
+ * joined a dispatch, late in a generation would otherwise take page faults
+ * in the middle of that step (test_no_alloc counts page faults while
+ * decoding). Not inlined, so the pages touched are the ones the tasks'
+ * frames reuse below worker_main's. */
+static __attribute__((noinline)) void touch_stack(void) {
+    volatile unsigned char pad[64 * 1024];
+    for (size_t i = 0; i < sizeof pad; i += 4096) pad[i] = 0;
+}
+
 static void *worker_main(void *arg) {
     er_pool_worker *w = arg;
     er_pool *p = w->pool;
@@ -113,6 +125,11 @@ static void *worker_main(void *arg) {
      * leave alone, so its rows may keep values below 1e-38 — a difference no
      * logit shows. */
     er_cpu_set_ftz();
+    touch_stack();
+    pthread_mutex_lock(&p->mu);
+    p->n_ready++;
+    pthread_cond_broadcast(&p->cv_done); /* er_pool_start waits on it; dispatch waiters re-check */
+    pthread_mutex_unlock(&p->mu);
     for (;;) {
         unsigned long long g = wait_start(p, seen, w->ith <= p->n_primary);
         if (atomic_load_explicit(&p->quit, memory_order_acquire)) return NULL;
@@ -200,6 +217,10 @@ int er_pool_start(er_pool *p, int n_threads, uint64_t cpu_mask, er_arena *a) {
             }
         }
     }
+    /* every worker started up (FTZ set, stack resident) before open returns */
+    pthread_mutex_lock(&p->mu);
+    while (p->n_ready < p->n_started) pthread_cond_wait(&p->cv_done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
     return ER_OK;
 }
 

@@ -59,6 +59,7 @@ typedef struct er_pool_worker {
 typedef struct er_pool {
     int n_threads;               /* including the caller */
     int n_started;               /* workers actually running (for clean shutdown) */
+    int n_ready;                 /* workers past their start-up (under mu; er_pool_start waits for all) */
     int spin;                    /* 1: the caller and primary workers poll a while before blocking */
     int n_primary;               /* workers 1..n_primary are primary: min(n_threads, CPUs) - 1 */
     er_pool_worker *workers;     /* n_threads - 1, in the arena */
