@@ -175,16 +175,17 @@ static int carve_runtime(er_model *m, int cuda) {
 /* Everything decode writes made resident at open: the K/V caches (in 2 MiB
  * pages where the OS grants them on an arena open allocated), the session
  * slots (token history, logits, sampler candidates), the activations, the
- * threads' section and the trace ring. Left to fault in as decode first wrote each page, a
- * layer's K/V store took a page fault every few steps (on this project's
- * VM, 110M decode at 1 thread spent 69 us a step in the K/V store, 15 us
- * with the cache resident: ~2.5% of the step), and attention's scores and
- * the token history grew into new pages with the position: a step's
- * latency depended on whether it crossed a page. The memory is the plan's
- * in any case; resident memory is now what the plan says from the start,
- * and a machine short of it runs out at open rather than in the middle of
- * a reply. Huge pages also cut the attention walk's page-table misses (per
- * layer 28.9 -> 26.6 us there). test_no_alloc counts page faults. */
+ * threads' section and the trace ring. Left to fault in as decode first
+ * wrote each page, a layer's K/V store took a page fault every few steps
+ * (on this project's VM, 110M decode at 1 thread spent 69 us a step in the
+ * K/V store, 15 us with the cache resident: ~2.5% of the step), and
+ * attention's scores and the token history grew into new pages with the
+ * position: a step's latency depended on whether it crossed a page. The
+ * memory is the plan's in any case; resident memory is now what the plan
+ * says from the start, and a machine short of it runs out at open rather
+ * than in the middle of a reply. Huge pages also cut the attention walk's
+ * page-table misses (per layer 28.9 -> 26.6 us there). test_no_alloc
+ * counts page faults. */
 static void fault_in_runtime(er_model *m) {
     if (m->arena_owned && m->sec[ER_SEC_KV].size) er_arena_advise_huge(&m->sec[ER_SEC_KV]);
     const int secs[] = {ER_SEC_KV, ER_SEC_SESSIONS, ER_SEC_ACT, ER_SEC_THREADS, ER_SEC_TRACE};
