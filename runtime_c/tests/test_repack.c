@@ -26,9 +26,10 @@
 #define REPACK_CHECK_SEED 0x9E3779B97F4A7C15ull
 #include "repack_check.h"
 
-/* avx512vnni shares avx2's layouts and differs only in how each block's
- * exact integer sum is formed (VPDPBUSD): its results must be avx2's bit
- * for bit, float order included (x86/avx2.h). y: scratch for n_out * m. */
+/* avx512vnni shares avx2's layouts and differs only in the instructions of
+ * its repacked matmuls (VPDPBUSD for Q4_0/Q8_0's exact block sums, AVX-512VL
+ * registers for all): its results must be avx2's bit for bit, float order
+ * included (x86/avx2.h). y: scratch for n_out * m. */
 static void check_twin(const er_kernels *k, int wt, const uint8_t *packed, int n, int n_out, int m, const uint8_t *x,
                        size_t x_stride, float *y) {
     const er_kernels *twin = strcmp(k->name, "avx512vnni") == 0 ? er_kernels_select("avx2", NULL) : NULL;
