@@ -179,8 +179,11 @@ def test_summary_splits_steps_and_threads():
 
 
 def test_cli_trace_summary(tmp_path):
-    r = _cli("trace", PROMPT, "-o", str(tmp_path / "s.json"), "-n", "4", "--threads", "2", "--summary")
+    r = _cli("trace", PROMPT, "-o", str(tmp_path / "s.json"), "-n", "4", "--threads", "2", "--summary",
+             "--kv-type", "f16")
     assert r.returncode == 0, r.stderr
+    assert "embedded model: kernels " in r.stdout and ", 2 thread(s), context " in r.stdout, r.stdout
+    assert ", K/V f16\n" in r.stdout, r.stdout
     assert "prefill: 1 step(s)" in r.stdout and "decode: 3 step(s)" in r.stdout
     for op in OPS:
         assert f"  {op} " in r.stdout, op

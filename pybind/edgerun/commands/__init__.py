@@ -30,7 +30,10 @@ def add_model_options(p, isa_flag="--isa"):
     g.add_argument("--threads", "-t", type=int, default=default_threads(), metavar="N",
                    help="worker threads (default: %(default)s)")
     g.add_argument("--batch", type=int, default=0, metavar="N", help="prefill chunk in tokens (default 64)")
-    g.add_argument("--kv-type", choices=("f32", "f16"), default="f32", help="KV cache element type")
+    g.add_argument("--kv-type", choices=("f32", "f16"), default="f32",
+                   help="KV cache element type (default f32). f16 halves the cache's bytes, and with them what "
+                        "each decode step reads: 110M Q4_0 at 1,600 positions on 1 thread took 4.5 instead of "
+                        "8.2 ms a step. llama.cpp's default, and what `edgerun bench` times")
     g.add_argument(isa_flag, dest="isa", default=None, metavar="NAME",
                    help="force a kernel table (generic, avx2, neon, ...)")
     g.add_argument("--pin", default=None, metavar="CPUS",

@@ -71,9 +71,15 @@ def main(args):
     with Model(path, trace_events=events, **kw) as m:
         ev = m.trace(prompt, path=args.output, max_tokens=args.max_tokens)
         out = m.stats()["output"]
+        isa = m.isa
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
     if args.summary:
         from ..trace_summary import render, summarize
+        # Times depend on these as much as on the code: an F32 cache doubles
+        # attention's reads against F16's (what `edgerun bench` runs), so a
+        # summary pasted without them cannot be compared with another.
+        sys.stdout.write(f"{path or 'embedded model'}: kernels {isa}, {plan['n_threads']} thread(s), "
+                         f"context {plan['n_ctx']}, K/V {plan['kv_type']}\n")
         sys.stdout.write(render(summarize(ev)))
     threads = len({e["thread"] for e in ev})
     span_ms = (max(e["end_ns"] for e in ev) - min(e["start_ns"] for e in ev)) / 1e6 if ev else 0.0
