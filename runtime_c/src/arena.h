@@ -32,8 +32,9 @@ void er_arena_init(er_arena *a, void *base, size_t size);
 void *er_arena_alloc(er_arena *a, size_t bytes);
 
 /* Asks the OS for transparent huge pages on the 2 MiB-aligned interior of
- * section a, before its first write (arena.c says when it pays). Advice
- * only: with THP "never", or no MADV_HUGEPAGE, nothing changes. Call only
+ * section a, before its first write (arena.c says when it pays); nothing
+ * for a section under 2 MiB. Advice only: with THP "never", or no
+ * MADV_HUGEPAGE, nothing changes. Call only
  * on memory open allocated: a caller's buffer is the caller's to advise. */
 void er_arena_advise_huge(const er_arena *a);
 

@@ -187,7 +187,7 @@ static int carve_runtime(er_model *m, int cuda) {
  * page-table misses (per layer 28.9 -> 26.6 us there). test_no_alloc
  * counts page faults. */
 static void fault_in_runtime(er_model *m) {
-    if (m->arena_owned && m->sec[ER_SEC_KV].size) er_arena_advise_huge(&m->sec[ER_SEC_KV]);
+    if (m->arena_owned) er_arena_advise_huge(&m->sec[ER_SEC_KV]);
     const int secs[] = {ER_SEC_KV, ER_SEC_SESSIONS, ER_SEC_ACT, ER_SEC_THREADS, ER_SEC_TRACE};
     for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) er_arena_fault_in(&m->sec[secs[i]]);
 }

@@ -102,7 +102,7 @@ static int repack_one(er_model *m, er_weight *w) {
  * nothing but rounding. */
 int er_repack_model(er_model *m) {
     int rc;
-    if (m->arena_owned && m->plan.sections[ER_SEC_REPACKED].bytes) er_arena_advise_huge(&m->sec[ER_SEC_REPACKED]);
+    if (m->arena_owned) er_arena_advise_huge(&m->sec[ER_SEC_REPACKED]);
     for (int l = 0; l < m->d.n_layer; l++) {
         er_layer *L = &m->layers[l];
         er_weight *ws[N_LAYER_MATS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};

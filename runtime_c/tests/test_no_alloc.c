@@ -130,8 +130,8 @@ static void run(const char *path, int n_threads, int kv_type, int trace_events) 
     getrusage(RUSAGE_SELF, &r1);
     g_counting = 0;
     const long faults = (r1.ru_minflt - r0.ru_minflt) + (r1.ru_majflt - r0.ru_majflt);
-    CHECK(!g_check_faults || faults == 0, "%ld page faults in 99 decode steps (threads %d, kv %d, trace %d)", faults, n_threads, kv_type,
-          trace_events);
+    CHECK(!g_check_faults || faults == 0, "%ld page faults in 99 decode steps (threads %d, kv %d, trace %d)", faults,
+          n_threads, kv_type, trace_events);
     CHECK(produced == 100, "generated %d of 100 tokens: %s", produced, er_last_error());
     CHECK(g_calls == 0, "%ld heap calls while generating (threads %d, kv %d, trace %d)", (long)g_calls, n_threads,
           kv_type, trace_events);

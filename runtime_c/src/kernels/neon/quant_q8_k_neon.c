@@ -7,8 +7,8 @@
  *
  * Equal to generic because: the largest magnitude skips NaN as generic's
  * `a > amax` does (er_neon_absmax); the signed value taken is the first
- * element of that magnitude (generic's strict > keeps the first); the scale is the same
- * scalar division; iscale * x is one IEEE multiply per lane; FCVTNS rounds
+ * element of that magnitude (generic's strict > keeps the first); the scale
+ * is the same scalar division; iscale * x is one IEEE multiply per lane; FCVTNS rounds
  * to nearest, ties to even, which is generic's nearest_even for |v| < 2^22
  * (|v| <= 127 here), and turns NaN into 0 as generic does; the clamp is the
  * same; bsums are exact integer sums. Under FTZ (the workers' mode) both
