@@ -74,7 +74,8 @@ def summarize(pairs):
 
 
 def main(argv=None):
-    from edgerun import bench, model
+    from edgerun import model
+    from edgerun.bench import engines as bench
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("lib_a", help="libedgerun.so of build A")
     ap.add_argument("lib_b", help="libedgerun.so of build B")

@@ -53,7 +53,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "pybind"))
 
 import edgerun  # noqa: E402
-from edgerun import interference  # noqa: E402
+from edgerun.bench import interference  # noqa: E402
 from edgerun._ffi import check, ffi, lib  # noqa: E402
 
 

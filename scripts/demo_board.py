@@ -19,7 +19,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "pybind"))
 import addition_task as task  # noqa: E402
-from edgerun import board_test, boards, build  # noqa: E402
+from edgerun import boards  # noqa: E402
+from edgerun.boards import build, tests as board_test  # noqa: E402
 from edgerun.errors import EdgerunError  # noqa: E402
 
 

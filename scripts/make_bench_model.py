@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     sys.exit("make_bench_model: the `gguf` package is needed: pip install gguf")
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "pybind"))
-from edgerun import kquants  # noqa: E402  (numpy only; the C library is not loaded)
+from edgerun.convert import kquants  # noqa: E402  (numpy only; the C library is not loaded)
 
 SHAPES = {
     "15m": dict(n_vocab=32000, dim=288, n_layer=6, n_head=6, n_head_kv=6, hidden=768, n_ctx=512),

@@ -20,7 +20,7 @@ PY_ENV = dict(os.environ, PYTHONPATH=str(REPO / "pybind") + os.pathsep + os.envi
 def host_build_dir():
     """The native build when `make build` made one (the host board's runtime is
     the same code; reusing it keeps the tests from compiling a second tree),
-    else None: edgerun.build builds build/host."""
+    else None: edgerun.boards.build builds build/host."""
     nat = REPO / "build" / "native" / "runtime_c"
     if (nat / "libedgerun.so").is_file() and (nat / "tools" / "edgerun-cli").is_file():
         return REPO / "build" / "native"
@@ -28,12 +28,12 @@ def host_build_dir():
 
 
 def make_keys(d):
-    from edgerun.keygen import keygen
+    from edgerun.ota.keygen import keygen
     return keygen(d)
 
 
 def make_bundle(out, version, key, cert, root, board="host", **kw):
-    from edgerun.package import package
+    from edgerun.ota.package import package
     if board == "host":
         kw.setdefault("build_dir", host_build_dir())
     return package(board, MODEL, version, key, cert, out, root=root, **kw)
@@ -44,7 +44,8 @@ def resign(src, dst, key, cert, edit_manifest=None, drop_sig=False):
     and sw-description re-rendered and signed again with (key, cert): a bundle
     that is validly signed but says something else (e.g. a wrong health-check
     expectation)."""
-    from edgerun import boards, cpio, package, swdesc
+    from edgerun import boards
+    from edgerun.ota import cpio, package, swdesc
     with tempfile.TemporaryDirectory() as td:
         td = pathlib.Path(td)
         f, entries = cpio.open_index(src)
@@ -152,7 +153,7 @@ def swupdate(bundle, cert, hw, *args, timeout=60):
 
 def tree(root):
     """{relative path: sha256 or '->target'} of every file and link under root."""
-    from edgerun.package import sha256_file
+    from edgerun.ota.package import sha256_file
     out = {}
     root = pathlib.Path(root)
     for p in sorted(root.rglob("*")):

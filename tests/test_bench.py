@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from edgerun import bench
+from edgerun.bench import engines as bench
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 MODEL = REPO / "models" / "edgerun-add.gguf"
@@ -76,7 +76,7 @@ def test_edgerun_figures(report):
     assert len(core) == 2
     if bench.measure_core_latency() is not None:
         assert all(c > 0 for c in core) and "core round trip before/after: " in text
-    # what other work took the machine meanwhile (edgerun/interference.py), where Linux says
+    # what other work took the machine meanwhile (edgerun/bench/interference.py), where Linux says
     if pathlib.Path("/proc/stat").exists():
         cpu = rep["interference"]
         assert cpu["other_cpus"] >= 0 and 0 <= cpu["steal_share"] <= 1 and "during the run: other processes" in text

@@ -1,4 +1,4 @@
-"""`edgerun bench --qemu-isa` (edgerun/bench_isa.py): the Arm kernel tables'
+"""`edgerun bench --qemu-isa` (edgerun/bench/isa.py): the Arm kernel tables'
 speed-up over generic under qemu-aarch64.
 
 Fast, everywhere: the speed-up and check arithmetic on hand-made runs, the
@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from edgerun import bench, bench_isa
+from edgerun.bench import engines as bench, isa as bench_isa
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODEL = ROOT / "models" / "edgerun-add.gguf"

@@ -1,4 +1,4 @@
-"""The benchmark matrix's parts (pybind/edgerun/bench.py) on small inputs:
+"""The benchmark matrix's parts (pybind/edgerun/bench/engines.py) on small inputs:
 medians and spread, weight bytes per token, the bandwidth probe, the report
 section and its place in docs/PERFORMANCE.md. The full matrix is `make bench`."""
 import json
@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import logits_repacked_and_not
-from edgerun import bench
+from edgerun.bench import engines as bench
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -198,7 +198,7 @@ def test_llama_quantizer_mix_runs_in_edgerun(kmodel, tmp_path, monkeypatch):
     the same logits with and without the interleaved layouts."""
     pytest.importorskip("llama_cpp")
     import numpy as np
-    from edgerun import reference
+    from edgerun.convert import reference
     from edgerun.convert import convert
     d, n_vocab = kmodel
     f32 = tmp_path / "k-f32.gguf"

@@ -1,4 +1,4 @@
-"""The tokenizer benchmark (edgerun.bench_tokenizer) on a small corpus: the
+"""The tokenizer benchmark (edgerun.bench.tokenizer) on a small corpus: the
 corpus generator is deterministic and mixed, every family present in
 ../shared/data/tokenizers/hf gets a row, and edgerun's ids equal the
 reference's on every document (as do tiktoken's for GPT-2). Speeds are
@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("tokenizers")
 pytest.importorskip("gguf")
 
-from edgerun import bench_tokenizer as bt  # noqa: E402
+from edgerun.bench import tokenizer as bt  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 HF = REPO.parent / "shared" / "data" / "tokenizers" / "hf"
@@ -86,7 +86,7 @@ def test_single_threaded(report):
 def test_cli_verb_json(tmp_path, capsys):
     if not (HF / "gpt2" / "tokenizer.json").exists():
         pytest.skip("GPT-2 tokenizer.json is absent")
-    from edgerun.commands import bench_tokenizer as verb
+    from edgerun.cli import bench_tokenizer as verb
     p = argparse.ArgumentParser()
     verb.register(p.add_subparsers())
     out = tmp_path / "r.json"
@@ -99,7 +99,7 @@ def test_cli_verb_json(tmp_path, capsys):
 
 
 def test_cli_verb_no_data(tmp_path):
-    from edgerun.commands import bench_tokenizer as verb
+    from edgerun.cli import bench_tokenizer as verb
     p = argparse.ArgumentParser()
     verb.register(p.add_subparsers())
     args = p.parse_args(["bench-tokenizer", "--mb", "0.01", "--data", str(tmp_path), "-q"])

@@ -14,7 +14,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pybind"))
 
-from edgerun import board_bench as bb  # noqa: E402
+from edgerun.bench import board as bb  # noqa: E402
 
 
 # --------------------------------------------------------------------------- parsing

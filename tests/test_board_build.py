@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("yaml")
 
-from edgerun import board_test, build, prereqs, qemu  # noqa: E402
+from edgerun.boards import build, prereqs, qemu, tests as board_test  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

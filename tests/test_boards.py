@@ -11,7 +11,8 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-from edgerun import board_test, boards, build, prereqs  # noqa: E402
+from edgerun import boards  # noqa: E402
+from edgerun.boards import build, prereqs, tests as board_test  # noqa: E402
 from edgerun.errors import BoardError, EdgerunError, MissingToolError  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ qwen2 with QKV biases) is built with transformers, saved, converted with
 * F32: logits at every position within 1e-4 of transformers, relative to the
   logits' scale; greedy 32-token continuations identical.
 * F16/BF16/Q8_0/Q4_0: logits within the tolerances below of the numpy reference
-  (edgerun.reference) dequantizing the very same blocks of the same file.
+  (edgerun.convert.reference) dequantizing the very same blocks of the same file.
 * KV cache in F16: within a stated tolerance of transformers.
 """
 import subprocess
@@ -91,7 +91,7 @@ def test_llama_qk_permuted_qwen2_not(tiny, variant):
     """llama Q/K rows are reordered to interleaved RoPE pairs; everything else verbatim."""
     from gguf import GGUFReader
 
-    from edgerun.convert import permute_qk
+    from edgerun.convert.hf import permute_qk
     arch = VARIANTS[variant][0]
     d, model, _ = tiny.hf(variant)
     r = GGUFReader(str(tiny.gguf(variant, "f32")))
@@ -134,7 +134,7 @@ def _env():
 
 def test_reference_matches_transformers(tiny, variant):
     """The numpy reference itself agrees with transformers (float64 vs float32)."""
-    from edgerun import reference
+    from edgerun.convert import reference
     d, model, n_vocab = tiny.hf(variant)
     ids = prompt_ids(n_vocab, 40)
     err = rel_err(reference.forward(tiny.gguf(variant, "f32"), ids), hf_logits(model, ids))
@@ -184,7 +184,7 @@ def test_quantized_logits_match_reference(tiny, variant, qtype):
     """The generic C table exactly as the reference; the table this CPU gets
     within QUANT_TOL_SIMD of it."""
     import edgerun
-    from edgerun import reference
+    from edgerun.convert import reference
     d, model, n_vocab = tiny.hf(variant)
     path = tiny.gguf(variant, qtype)
     ids = prompt_ids(n_vocab, 24, seed=3)
@@ -206,7 +206,7 @@ def test_quantized_logits_match_reference(tiny, variant, qtype):
 def test_quantized_file_differs_from_f32(tiny):
     """Guards the test above against comparing an F32 file with itself: the
     quantized reference must be measurably off the transformers logits."""
-    from edgerun import reference
+    from edgerun.convert import reference
     d, model, n_vocab = tiny.hf("llama_tied")
     ids = prompt_ids(n_vocab, 24, seed=3)
     ref = hf_logits(model, ids)

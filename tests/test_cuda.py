@@ -262,7 +262,8 @@ def test_cpu_plan_reports_no_device_bytes():
 # ---------------------------------------------------------------- the Jetson board
 
 def test_jetson_board_selects_cuda():
-    from edgerun import boards, build
+    from edgerun import boards
+    from edgerun.boards import build
     b = boards.load("jetson-orin-nano")
     assert b.accelerator == "cuda" and b.cuda["arch"] == "sm_87"
     args = build.BuildConfig("jetson-orin-nano").setup_args()
@@ -292,7 +293,8 @@ def test_board_accelerator_is_validated(tmp_path, value, message):
 
 
 def test_jetson_build_names_missing_cuda_target_libraries():
-    from edgerun import boards, build
+    from edgerun import boards
+    from edgerun.boards import build
     b = boards.load("jetson-orin-nano")
     root = pathlib.Path("/usr/local/cuda/targets/aarch64-linux/lib/libcudart_static.a")
     if root.is_file():

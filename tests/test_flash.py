@@ -73,7 +73,7 @@ def test_flash_switch_rollback_history(env, tmp_path):
     assert actions == [("install", "rootfs-a"), ("activate", "rootfs-a"), ("install", "rootfs-b"),
                        ("activate", "rootfs-b"), ("rollback", "rootfs-a"), ("rollback", "rootfs-b")]
     # the slot runs through the Python API too, from its own config
-    from edgerun import device_config
+    from edgerun.ota import device_config
     cfg = device_config.load(dev / "current" / "edgerun.yaml")
     with device_config.open_model(cfg) as m:
         assert device_config.generate(cfg, m, max_tokens=cfg["health_check"]["max_tokens"]) == \
@@ -107,7 +107,7 @@ def test_bad_bundles_leave_the_device_untouched(env, tmp_path, case):
         bundle = H.resign(env["v2"], tmp_path / "unsigned.swu", env["key"], env["cert"], drop_sig=True)
         want = "unsigned"
     elif case == "foreign-key":
-        from edgerun.keygen import keygen
+        from edgerun.ota.keygen import keygen
         k2, c2 = keygen(tmp_path / "k2")
         bundle = H.resign(env["v2"], tmp_path / "foreign.swu", k2, c2)
         want = "signature does not verify"
@@ -226,12 +226,12 @@ def test_rpi5_under_qemu_with_kills(rpi5_env, tmp_path):
     dev = tmp_path / "pi"
     dev.mkdir()
     cli("flash", rpi5_env["v1"], "--board", "rpi5", "--target", dev, "--cert", rpi5_env["cert"], "-q", check=True)
-    from edgerun.build import elf_machine
+    from edgerun.boards.build import elf_machine
     assert elf_machine(dev / "current" / "bin" / "edgerun-cli") == "aarch64"
     t = ota.LocalTarget(dev)                       # no qemu runner: an aarch64 binary cannot run here directly
     ok, msg = ota.health_check(t, "rootfs-a")
     assert not ok and "cannot run the slot's runtime: Exec format error" in msg
-    from edgerun import flash
+    from edgerun.ota import flash
     ok, msg = ota.health_check(flash.open_target(dev, "rpi5"), "rootfs-a")
     assert ok, msg
     r = cli("flash", H.REPO / "x.swu", "--board", "rpi5", "--target", dev, "--cert", rpi5_env["cert"])
@@ -254,7 +254,7 @@ def test_rpi5_under_qemu_with_kills(rpi5_env, tmp_path):
 # ------------------------------------------------------------------ device configuration
 
 def test_device_config_errors_name_the_field(tmp_path):
-    from edgerun import device_config
+    from edgerun.ota import device_config
     from edgerun.errors import ConfigError
     good = {"model": {"path": "m.gguf"}, "health_check": {"prompt": "p", "expect": "e"}}
     assert device_config.validate(good)["threads"]["count"] == 1

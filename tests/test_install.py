@@ -83,9 +83,14 @@ def test_pip_install_into_fresh_venv(tmp_path):
     # Every verb's module made it into the wheel (a forgotten one only shows
     # when a user runs that verb).
     r = subprocess.run([str(vpy), "-c", "import importlib, edgerun.cli as c\n"
-                        "[importlib.import_module('edgerun.commands.' + n) for n in c.COMMANDS]"],
+                        "[importlib.import_module('edgerun.cli.' + n) for n in c.COMMANDS]"],
                        cwd=tmp_path, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    # Every module of every subpackage made it in (install_subdir copies folders whole).
+    src = REPO / "pybind" / "edgerun"
+    want = sorted(str(p.relative_to(src)) for p in src.rglob("*.py"))
+    have = sorted(str(p.relative_to(pkg_dir)) for p in pathlib.Path(pkg_dir).rglob("*.py"))
+    assert have == want, set(want) ^ set(have)
     r = subprocess.run([str(venv / "bin" / "edgerun-cli"), "--version"], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == f"edgerun-cli {edgerun.__version__}", r.stderr
 

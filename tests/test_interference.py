@@ -1,4 +1,4 @@
-"""edgerun.interference: other processes' CPU use and hypervisor steal over
+"""edgerun.bench.interference: other processes' CPU use and hypervisor steal over
 a benchmark's run, from /proc/stat."""
 import os
 import subprocess
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from edgerun import interference
+from edgerun.bench import interference
 
 
 def _snap(wall, busy, steal, total, own, hz=100):

@@ -129,7 +129,7 @@ def test_qemu_sve_layouts_on_a_whole_quantized_model(qemu_run, cli, wtype, tmp_p
     files); a broken kernel misses by the logits' own size (~1)."""
     r, qcli = qemu_run
     assert r.returncode == 0 and qcli.is_file(), r.stdout + r.stderr
-    from edgerun import bench
+    from edgerun.bench import engines as bench
     model = bench.bench_model(REPO / "build" / "bench", "15m", wtype)
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Once upon a time\nThe capital of France is\n")

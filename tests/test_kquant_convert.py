@@ -47,7 +47,7 @@ def converted(kmodel):
 
 
 def _types(path):
-    from edgerun import reference
+    from edgerun.convert import reference
     m = reference.GGUFModel(path)
     return {name: reference.TYPE_NAMES[t] for name, t in m.tensor_types.items()}
 
@@ -71,7 +71,7 @@ def test_mix_follows_llama_cpp(converted, ftype):
 
 
 def test_rows_not_multiple_of_256_fall_back():
-    from edgerun.convert import tensor_type
+    from edgerun.convert.hf import tensor_type
     assert tensor_type((64, 288), "q4_k_m", "blk.0.attn_q.weight", 8)[0] == "q8_0"
     assert tensor_type((64, 48), "q6_k", "blk.0.attn_q.weight", 8)[0] == "f16"
     assert tensor_type((64, 512), "q4_k_m", "blk.7.ffn_down.weight", 8)[0] == "q6_k"
@@ -81,7 +81,7 @@ def test_rows_not_multiple_of_256_fall_back():
 @pytest.mark.parametrize("name,bound", [("Q4_K", 0.12), ("Q5_K", 0.06), ("Q6_K", 0.03)])
 def test_quantizer_blocks_decode_like_gguf_package(name, bound):
     from gguf import GGMLQuantizationType, quants
-    from edgerun import kquants, reference
+    from edgerun.convert import kquants, reference
     x = (np.random.RandomState(0).standard_normal((8, 512)) * 0.05).astype(np.float32)
     x[1, :256] = 0.0                     # an all-zero super-block
     x[2, :32] = 0.0                      # an all-zero sub-block
@@ -100,7 +100,7 @@ def test_quantizer_blocks_decode_like_gguf_package(name, bound):
 @pytest.mark.parametrize("ftype", ["q4_k_m", "q5_k_m", "q6_k"])
 def test_runtime_matches_reference(kmodel, converted, ftype):
     import edgerun
-    from edgerun import reference
+    from edgerun.convert import reference
     _, n_vocab = kmodel
     path, _ = converted[ftype]
     ids = [int(v) for v in np.random.RandomState(3).randint(0, n_vocab, 24)]
@@ -134,7 +134,7 @@ def test_repacked_kquants_equal_file_layout(converted, ftype, monkeypatch):
     whole model's logits are identical, and every projection matrix of the
     file is in the repacked section where the table has layouts for all
     three K-quant types."""
-    from edgerun import reference
+    from edgerun.convert import reference
     path, _ = converted[ftype]
     ids = [int(v) for v in np.random.RandomState(7).randint(0, 200, 20)]
     isa, repacked, got, want = logits_repacked_and_not(path, ids, monkeypatch, n_ctx=32, n_threads=2)

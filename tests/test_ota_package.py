@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import ota_helpers as H
-from edgerun import cpio, ota, package, swdesc
+from edgerun.ota import cpio, package, swdesc, updater as ota
 from edgerun.errors import OtaError
 
 needs_swupdate = pytest.mark.skipif(H.SWUPDATE is None, reason="swupdate is not installed (apt-get install swupdate)")
@@ -84,7 +84,7 @@ def test_swdesc_round_trip():
 
 
 def test_keygen(env, tmp_path):
-    from edgerun.keygen import KeygenError, keygen
+    from edgerun.ota.keygen import KeygenError, keygen
     key, cert = env["key"], env["cert"]
     assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
     text = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-text"], capture_output=True,
@@ -127,7 +127,7 @@ def test_bundle_layout(env):
     assert man["version"] == "1.2.0" and man["board"] == "host" and man["hardware"] == "host"
     assert man["model"]["bytes"] == H.MODEL.stat().st_size
     assert man["model"]["sha256"] == package.sha256_file(H.MODEL)
-    for rel in ("bin/edgerun-cli", "lib/libedgerun.so", "python/edgerun/ota.py", "python/edgerun/edgerun.h",
+    for rel in ("bin/edgerun-cli", "lib/libedgerun.so", "python/edgerun/ota/updater.py", "python/edgerun/edgerun.h",
                 "models/edgerun-add.gguf", "edgerun.yaml"):
         assert rel in man["files"], rel
     assert man["files"]["bin/edgerun-cli"]["mode"] == 0o755
@@ -142,7 +142,7 @@ def test_verify_accepts_and_names_every_refusal(env, tmp_path):
         ota.verify(env["bundle"], env["cert"], hardware="host", revision="2.0")
     with pytest.raises(OtaError, match="older than the installed 1.3"):
         ota.verify(env["bundle"], env["cert"], min_version="1.3")
-    from edgerun.keygen import keygen
+    from edgerun.ota.keygen import keygen
     _, other_cert = keygen(tmp_path / "other")
     with pytest.raises(OtaError, match="signature does not verify"):
         ota.verify(env["bundle"], other_cert)
@@ -161,7 +161,7 @@ def test_package_refuses_bad_input(env, tmp_path):
     assert not (tmp_path / "x.swu").exists()
     with pytest.raises(OtaError, match="1 to 4 dot-separated numbers"):
         H.make_bundle(tmp_path / "y.swu", "1.0-beta", env["key"], env["cert"], env["root"])
-    from edgerun.keygen import keygen
+    from edgerun.ota.keygen import keygen
     other_key, _ = keygen(tmp_path / "other")
     with pytest.raises(OtaError, match="does not match|signing with"):
         H.make_bundle(tmp_path / "z.swu", "1.0", other_key, env["cert"], env["root"])
@@ -217,7 +217,7 @@ def test_swupdate_rejects_unsigned_and_foreign_signatures(env, tmp_path):
     unsigned = H.resign(env["bundle"], tmp_path / "unsigned.swu", env["key"], env["cert"], drop_sig=True)
     ok, out = H.swupdate(unsigned, env["cert"], "host:1.0", "-c", "-e", "stable,slot-b")
     assert not ok, out
-    from edgerun.keygen import keygen
+    from edgerun.ota.keygen import keygen
     k2, c2 = keygen(tmp_path / "other")
     foreign = H.resign(env["bundle"], tmp_path / "foreign.swu", k2, c2)
     ok, out = H.swupdate(foreign, env["cert"], "host:1.0", "-c", "-e", "stable,slot-b")

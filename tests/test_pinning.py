@@ -10,7 +10,7 @@ import pytest
 
 import edgerun
 from edgerun import boards, errors
-from edgerun.commands import parse_pin
+from edgerun.cli.options import parse_pin
 from edgerun.model import cpu_mask_of
 
 ONLINE = sorted(os.sched_getaffinity(0))

@@ -1,6 +1,6 @@
 """The numpy reference's dequantizers and activation quantizer, checked on their own.
 
-The conformance tests trust edgerun.reference to say what a quantized file
+The conformance tests trust edgerun.convert.reference to say what a quantized file
 means; here it is checked against hand-built blocks (the layout spelled out in
 bytes) and against the `gguf` package's independent implementation.
 """
@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from edgerun import reference as ref
+from edgerun.convert import reference as ref
 
 
 def f16_bytes(x):
@@ -91,7 +91,7 @@ def test_dequantize_rejects_short_or_partial_input():
 def test_rope_variants_rotate_the_right_pairs():
     """Interleaved RoPE on a permuted vector equals NEOX RoPE on the original:
     the identity that lets the converter permute llama's Q/K."""
-    from edgerun.convert import permute_qk
+    from edgerun.convert.hf import permute_qk
     rng = np.random.RandomState(3)
     hd, nh = 16, 2
     w = rng.standard_normal((nh * hd, 8))

@@ -17,7 +17,7 @@ def _q4_model(tiny):
 
 
 def _matrix_bytes(path):
-    from edgerun import reference
+    from edgerun.convert import reference
     m = reference.GGUFModel(path)
     names = [n for n in m.tensor_types if n.startswith("blk.") and n.endswith(".weight")
              and m.tensor_types[n] == reference.Q4_0] + ["output.weight"]

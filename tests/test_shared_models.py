@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import edgerun
-from edgerun import reference
+from edgerun.convert import reference
 from conftest import rel_err
 
 

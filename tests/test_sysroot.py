@@ -22,7 +22,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pybind"))
 
-from edgerun import sysroot as sr  # noqa: E402
+from edgerun.boards import sysroot as sr  # noqa: E402
 
 # Shape of `apt-cache depends --recurse` on Debian 12 (arm64), trimmed: an OR
 # group (" |Depends:" then its alternative), a virtual package with providers,
@@ -147,7 +147,7 @@ def test_q8_0_copy_of_the_embedded_model_still_answers(tmp_path):
     if not _edgerun_lib_loads():
         pytest.skip("libedgerun.so not built (set EDGERUN_LIB or run make build)")
     import edgerun
-    from edgerun import device_python
+    from edgerun.boards import device_python
     dst = tmp_path / "add-q8_0.gguf"
     device_python.write_q8_0_copy(ROOT / "models" / "edgerun-add.gguf", dst)
     with edgerun.Model(dst, n_threads=1) as m:
@@ -208,7 +208,7 @@ def test_assemble_real_sysroot_runs_numpy_and_cffi_under_qemu(tmp_path):
 def test_device_examples_run_under_the_sysroot_python():
     """examples/device/*.py against the rpi5 cross build (builds it and the
     sysroot in build/ when missing)."""
-    from edgerun import device_python
+    from edgerun.boards import device_python
     res = device_python.run_examples("rpi5", log=lambda *a: None)
     assert {r["script"] for r in res} == {"answer.py", "stream_stats.py", "switch_models.py"}
     bad = [f"{r['script']}: {r['detail']}" for r in res if not r["ok"]]

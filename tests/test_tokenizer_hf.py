@@ -2,7 +2,7 @@
 
 Real tokenizers (../shared/data/tokenizers/hf: GPT-2, Llama 3 and Qwen
 tokenizer.json, Llama 2 tokenizer.model) are converted with
-edgerun.convert_tokenizer into vocabulary-only GGUF files; tokenizers are
+edgerun.convert.tokenizer into vocabulary-only GGUF files; tokenizers are
 also trained here on generated multilingual text (HF byte-level BPE with the
 GPT-2, Llama 3 and NFC+Qwen2 pre-tokenizers; sentencepiece BPE with and
 without byte fallback). Every comparison is exact equality of ids (and of
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from edgerun import Tokenizer  # noqa: E402
-from edgerun.convert_tokenizer import tokenizer_kv, write_vocab_gguf  # noqa: E402
+from edgerun.convert.tokenizer import tokenizer_kv, write_vocab_gguf  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 HF = REPO.parent / "shared" / "data" / "tokenizers" / "hf"
@@ -106,7 +106,7 @@ def train_hf_bpe(out_dir, style):
     if style == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
-        from edgerun.convert_tokenizer import LLAMA3_RE, QWEN2_RE
+        from edgerun.convert.tokenizer import LLAMA3_RE, QWEN2_RE
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(LLAMA3_RE if style == "llama3" else QWEN2_RE), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -272,7 +272,7 @@ def test_converted_keys():
 
 def test_unknown_pre_tokenizer_is_refused(tmp_path):
     import json
-    from edgerun.convert_tokenizer import TokenizerConversionError
+    from edgerun.convert.tokenizer import TokenizerConversionError
     d = train_hf_bpe(tmp_path / "t", "gpt2")
     j = json.loads((d / "tokenizer.json").read_text())
     j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [

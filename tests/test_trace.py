@@ -14,7 +14,7 @@ import pytest
 
 import edgerun
 from edgerun import errors
-from edgerun.commands.trace import ring_events
+from edgerun.bench.trace import ring_events
 
 OPS = ["embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out", "ffn_norm",
        "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head"]
@@ -154,7 +154,7 @@ def _ev(op, thread, start, end, rows=1, layer=0):
 
 
 def test_summary_splits_steps_and_threads():
-    from edgerun.trace_summary import render, summarize
+    from edgerun.bench.trace_summary import render, summarize
     events = [
         # a prefill step of 4 tokens from t=0, then two decode steps from t=1000 and t=2000
         _ev("embed", 0, 0, 100, rows=4), _ev("qkv", 0, 100, 700, rows=4), _ev("qkv", 1, 150, 650, rows=4),

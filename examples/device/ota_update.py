@@ -56,7 +56,7 @@ def main():
         if a.serve_check:
             # the Python way of moving a service to the new slot's model
             cfg_path = f"{a.root}/current/edgerun.yaml"
-            from edgerun import device_config
+            from edgerun.ota import device_config
             cfg = device_config.load(cfg_path)
             model = ota.swap(None, cfg)
             try:

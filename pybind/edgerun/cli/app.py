@@ -1,0 +1,127 @@
+"""The `edgerun` command line: `edgerun <verb> ...`, one module per verb in edgerun/commands/.
+
+Each command module has `register(subparsers)`, which adds its parser and sets
+`func` to its main(args) (returning the exit status). Failures reach the user as
+ONE line on stderr, `edgerun: error: <what>; <how to fix>`, with exit status 1
+(2 for a usage mistake), never as a traceback: a traceback tells a user of the
+tool nothing they can act on. EDGERUN_DEBUG=1 brings the traceback back.
+"""
+import argparse
+import importlib
+import os
+import sys
+
+from .. import __version__, errors
+
+COMMANDS = ("run", "info", "convert", "tokenize", "bench", "bench_tokenizer", "trace", "boards", "build", "test", "doctor", "sysroot",
+            "keygen", "package", "flash", "rollback")
+
+# What to do about each kind of failure, appended when the message has no advice of its own.
+_HINTS = {
+    errors.CorruptModelError: "the file is damaged or not a GGUF v3 model; re-download or re-convert it",
+    errors.UnsupportedError: "edgerun runs llama/qwen2 GGUF models with F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K weights",
+    errors.ArenaTooSmallError: "pass a larger arena, or a smaller --ctx",
+    errors.OutOfMemoryError: "lower --ctx or --batch, or free memory",
+    errors.ContextFullError: "raise --ctx or shorten the prompt",
+    errors.FileAccessError: "check the path and its permissions",
+    errors.BusyError: "all session slots are in use; open the model with more sessions",
+    errors.InvalidArgumentError: "see `edgerun <command> --help`",
+}
+
+EPILOG = """\
+commands:
+  run       generate text (or ids) from a prompt, streamed as it comes
+  info      hyper-parameters, tensor types, arena plan, ISA of a model
+  convert   Hugging Face folder -> GGUF (f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)
+  tokenize  text -> token ids with a model's tokenizer
+  bench     prefill/decode speed, TTFT, memory
+  bench-tokenizer  tokenizer MB/s beside HF tokenizers and tiktoken
+  boards    the target boards (boards/*.yaml), or `boards show NAME`
+  build     cross-build for a board: edgerun build --board rpi5
+  test      C tests and model checks under qemu-user: edgerun test --board rpi5
+  doctor    check the tools the board driver needs
+  sysroot   the board's own Python (aarch64 python3 + cffi + numpy) for on-device scripts
+  trace     per-op timings of a generation as a Perfetto/Chrome trace
+  keygen    signing key + certificate for update bundles
+  package   signed SWUpdate bundle (runtime, Python package, model, config) for a board
+  flash     A/B install a bundle onto a device folder or ssh:// target, with health check
+  rollback  switch a device back to its other slot
+
+examples:
+  edgerun run "0012+0034="                   # the embedded default model (answers reversed)
+  edgerun run model.gguf "Once upon a time" -n 100 --temp 0.8 --seed 1
+  edgerun info model.gguf --json
+  edgerun convert ./TinyLlama-1.1B model-q8_0.gguf --type q8_0
+
+`edgerun <command> --help` shows each command's options.
+"""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (like every other failure)."""
+
+    def error(self, message):
+        self.exit(2, f"edgerun: error: {message}; see `{self.prog} --help`\n")
+
+
+def build_parser():
+    p = ArgumentParser(prog="edgerun", description="Run GGUF Llama-family models from one static arena.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"edgerun {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="<command>")
+    for name in COMMANDS:
+        importlib.import_module(f".{name}", __package__).register(sub)
+    return p
+
+
+def error_line(exc):
+    """The one line the user sees for an exception."""
+    msg = str(exc).strip().replace("\n", " ") or type(exc).__name__
+    if isinstance(exc, errors.EdgerunError):
+        if ";" not in msg:
+            for cls, hint in _HINTS.items():
+                if isinstance(exc, cls):
+                    msg = f"{msg}; {hint}"
+                    break
+    elif isinstance(exc, FileNotFoundError):
+        name = exc.filename or ""
+        msg = f"{name}: no such file or directory; check the path" if name else msg
+    elif isinstance(exc, PermissionError):
+        msg = f"{exc.filename}: permission denied; check its permissions"
+    elif isinstance(exc, IsADirectoryError):
+        msg = f"{exc.filename}: is a directory; pass a file"
+    return f"edgerun: error: {msg}"
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("edgerun: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `edgerun run ... | head`: the reader left; that is not an error of ours.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except (errors.EdgerunError, OSError, ValueError) as e:
+        if os.environ.get("EDGERUN_DEBUG"):
+            raise
+        print(error_line(e), file=sys.stderr)
+        return 1
+
+
+def run():
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

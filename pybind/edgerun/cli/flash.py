@@ -1,0 +1,62 @@
+"""`edgerun flash BUNDLE --board B --target DIR|ssh://user@host:port/path`: install a
+signed bundle into the device's inactive slot, health-check it, switch to it."""
+import json
+import sys
+
+from .options import formatter
+
+EPILOG = """\
+examples:
+  edgerun flash app.swu --board rpi5 --target /mnt/sdcard/opt/edgerun --cert keys/signing-cert.pem
+  edgerun flash app.swu --board host --target ssh://pi@10.0.0.7:22/opt/edgerun --cert cert.pem \\
+      --identity ~/.ssh/id_ed25519
+  edgerun flash app.swu ... --no-downgrade      # refuse a version older than the active one
+  edgerun flash --status --board rpi5 --target DIR
+
+The active slot is never written. If anything fails (bad signature, another
+board, no space, failed health check, interruption), the device stays on the
+slot it was running. `edgerun rollback` goes back to the other slot.
+"""
+
+
+def add_target_options(p):
+    p.add_argument("--board", "-b", required=True, help="board name (boards/<name>.yaml)")
+    p.add_argument("--target", "-T", required=True, help="device root: a folder, or ssh://[user@]host[:port]/path")
+    p.add_argument("--identity", "-i", metavar="KEY", help="ssh private key for an ssh:// target")
+    p.add_argument("--ssh-option", "-o", action="append", default=[], metavar="OPT",
+                   help="extra ssh -o option (repeatable), e.g. UserKnownHostsFile=known_hosts")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def register(sub):
+    p = sub.add_parser("flash", help="A/B install a bundle onto a device (folder or ssh)",
+                       description=__doc__, epilog=EPILOG, formatter_class=formatter())
+    p.add_argument("bundle", nargs="?", help="the .swu bundle (from edgerun package)")
+    p.add_argument("--cert", help="certificate the bundle must be signed with")
+    p.add_argument("--no-downgrade", action="store_true", help="refuse a version older than the active one")
+    p.add_argument("--status", action="store_true", help="only report the slots and the history")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    add_target_options(p)
+    p.set_defaults(func=main)
+
+
+def main(args):
+    from ..ota import flash
+    if args.status:
+        rep = flash.status(args.board, args.target, args.identity, args.ssh_option)
+        if args.json:
+            print(json.dumps(rep, indent=1))
+        else:
+            print(f"{rep['root']}: active slot {rep['active'] or '(none)'}")
+            for s, info in rep["slots"].items():
+                what = "empty" if info is None else f"{info['version']} ({info['model']}, board {info['board']})"
+                print(f"  {s}{' *' if s == rep['active'] else '  '} {what}")
+        return 0
+    if not args.bundle or not args.cert:
+        raise ValueError("flash needs a BUNDLE and --cert (or --status)")
+    say = None if args.quiet else (lambda m: print(f"edgerun flash: {m}", file=sys.stderr, flush=True))
+    ev = flash.flash(args.bundle, args.board, args.target, args.cert, args.no_downgrade, args.identity,
+                     args.ssh_option, progress=say)
+    print(json.dumps(ev) if args.json else
+          f"{args.target}: now on {ev['slot']} (version {ev['version']}), was {ev['from_slot'] or 'empty'}")
+    return 0

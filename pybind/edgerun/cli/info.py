@@ -1,0 +1,105 @@
+"""`edgerun info [MODEL]`: hyper-parameters, tensor types, arena plan and ISA of a model."""
+import json
+
+from .options import add_model_options, formatter, human_bytes, model_kwargs
+
+EPILOG = """\
+examples:
+  edgerun info                          # the embedded default model
+  edgerun info model.gguf               # summary
+  edgerun info model.gguf --tensors     # plus every tensor
+  edgerun info model.gguf --ctx 4096 --threads 8   # the arena plan for those settings
+  edgerun info model.gguf --json        # everything, for machines
+  edgerun info --isa                    # only the kernel table this CPU gets, and why
+  edgerun info --isa --use-isa generic  # check that a forced table is accepted
+"""
+
+
+def register(sub):
+    p = sub.add_parser("info", help="describe a model", description=__doc__, epilog=EPILOG,
+                       formatter_class=formatter())
+    p.add_argument("model", nargs="?", default=None, help="GGUF file (default: the embedded model)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--tensors", action="store_true", help="list every tensor")
+    p.add_argument("--isa", dest="only_isa", action="store_true",
+                   help="print only the kernel table chosen for this CPU and why")
+    add_model_options(p, isa_flag="--use-isa")
+    p.set_defaults(func=main)
+
+
+def cuda_line(c):
+    if c["devices"]:
+        return "cuda devices: " + "; ".join(
+            f"{d['index']}: {d['name']} (sm {d['compute_capability']}, {human_bytes(d['total_bytes'])}"
+            f"{', integrated' if d['integrated'] else ''})" for d in c["devices"])
+    return f"cuda devices: none ({c['why_none']})"
+
+
+def __getattr__(name):
+    # describe() and cuda_info() lived here before edgerun/describe.py; imported
+    # on use, because importing this module must not load the C library
+    # (`edgerun --help` and `edgerun convert` work before it is built).
+    if name in ("describe", "cuda_info"):
+        from .. import describe
+        return getattr(describe, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main(args):
+    from ..describe import describe
+    from ..model import Model
+    with Model(args.model, **model_kwargs(args)) as m:
+        d = describe(m)
+    if args.json:
+        d["n_tensors"] = len(d["tensors"])
+        print(json.dumps(d))
+        return 0
+    if args.only_isa:
+        print(f"isa: {d['isa']} ({d['isa_reason']})")
+        print(f"cpu features: {d['cpu_features'] or '(none detected)'}")
+        print(cuda_line(d["cuda"]))
+        return 0
+    hp = d["hparams"]
+    print(f"model: {d['path']}")
+    print(f"  arch {hp['arch']}  name {hp['name'] or '-'}  params {hp['n_params']:,}  "
+          f"weights {human_bytes(hp['weight_bytes'])}")
+    print("hyper-parameters:")
+    for k in ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff", "n_ctx_train",
+              "rope_freq_base", "rms_eps", "tied_output", "has_qkv_bias"):
+        print(f"  {k:<15} {hp[k]}")
+    print("tensor types:")
+    for t, e in sorted(d["types"].items(), key=lambda kv: -kv[1]["bytes"]):
+        print(f"  {t:<6} {e['count']:>5} tensors  {human_bytes(e['bytes']):>10}")
+    if args.tensors:
+        print("tensors:")
+        for t in d["tensors"]:
+            shape = "x".join(str(x) for x in t["shape"])
+            print(f"  {t['name']:<32} {t['type']:<6} {shape:<16} {human_bytes(t['nbytes']):>10}")
+    if d["tokenizer"]:
+        tk = d["tokenizer"]
+        print(f"tokenizer: {tk['kind']} ({tk['pre'] or '-'}), {tk['n_tokens']} tokens, "
+              f"bos {tk['bos']}, eos {tk['eos']}")
+    else:
+        print("tokenizer: none (ids in, ids out)")
+    print(f"isa: {d['isa']} ({d['isa_reason']})")
+    print(f"cpu features: {d['cpu_features'] or '(none detected)'}")
+    print(cuda_line(d["cuda"]))
+    pl = d["plan"]
+    print(f"arena plan: {human_bytes(pl['total_bytes'])} for n_ctx {pl['n_ctx']}, n_batch {pl['n_batch']}, "
+          f"{pl['n_threads']} threads, {pl['n_sessions']} session(s), KV {pl['kv_type']}")
+    total = max(pl["total_bytes"], 1)
+    for s in pl["sections"]:
+        if s.get("device", "host") != "host":
+            continue
+        kind = "persistent" if s["persistent"] else "scratch"
+        print(f"  {s['name']:<14} {human_bytes(s['bytes']):>10} {100 * s['bytes'] / total:5.1f}%  {kind}")
+    if pl.get("device_bytes") or pl.get("pinned_bytes"):
+        print(f"gpu plan: {human_bytes(pl['device_bytes'])} in one device allocation, "
+              f"{human_bytes(pl['pinned_bytes'])} pinned host staging")
+        dtotal = max(pl["device_bytes"], 1)
+        for s in pl["sections"]:
+            if s.get("device", "host") == "host":
+                continue
+            kind = "persistent" if s["persistent"] else "scratch"
+            print(f"  {s['name']:<16} {human_bytes(s['bytes']):>10} {100 * s['bytes'] / dtotal:5.1f}%  {kind}")
+    return 0

@@ -1,0 +1,448 @@
+"""Hugging Face folder -> GGUF, laid out the way llama.cpp's converter lays it out.
+
+The runtime must treat our files and llama.cpp's files alike, so this module
+follows the same conventions: the same tensor names, Q/K rows of `llama`
+models permuted from Hugging Face's half-split RoPE layout to interleaved
+pairs, 1-D tensors kept in F32, and llama.cpp's reference Q8_0/Q4_0 rounding
+(taken from the `gguf` package, which implements it bit-exactly).
+
+Weights are read straight from the safetensors files with numpy memory maps
+(no torch), one tensor at a time, and written as soon as they are converted,
+so converting needs about one tensor's worth of memory beyond the output.
+"""
+import json
+import os
+import pathlib
+import struct
+import sys
+
+import numpy as np
+
+from .. import errors
+
+TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k")
+
+# Architectures we convert: HF class name -> (GGUF arch, permute Q/K for interleaved RoPE).
+# qwen2 keeps Hugging Face's layout because its GGUF models use NEOX-style RoPE.
+ARCHS = {
+    "LlamaForCausalLM": ("llama", True),
+    "MistralForCausalLM": ("llama", True),
+    "Qwen2ForCausalLM": ("qwen2", False),
+}
+
+# HF name (after "model.layers.N.") -> GGUF name (after "blk.N.").
+_LAYER_NAMES = {
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+_TOP_NAMES = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+}
+
+# safetensors dtype -> numpy dtype as stored; BF16 is read as uint16 and widened.
+_ST_DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16,
+    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
+}
+
+
+class ConvertError(errors.EdgerunError):
+    """The Hugging Face folder cannot be converted (message says why and what to do)."""
+
+
+# ---------------------------------------------------------------- safetensors
+
+class _SafetensorsFile:
+    """Memory-mapped view of one .safetensors file (format: u64 header length,
+    JSON header of {name: {dtype, shape, data_offsets}}, raw little-endian data)."""
+
+    def __init__(self, path):
+        self.path = pathlib.Path(path)
+        size = self.path.stat().st_size
+        with open(self.path, "rb") as f:
+            head = f.read(8)
+            if len(head) != 8:
+                raise ConvertError(f"{self.path}: not a safetensors file (shorter than 8 bytes); "
+                                   "re-download or re-save the model")
+            (n,) = struct.unpack("<Q", head)
+            if n > size - 8:
+                raise ConvertError(f"{self.path}: header length {n} exceeds the file; "
+                                   "the file is truncated, re-download it")
+            try:
+                self.header = json.loads(f.read(n))
+            except ValueError as e:
+                raise ConvertError(f"{self.path}: bad safetensors header ({e}); re-download it") from None
+        self.data_start = 8 + n
+        self.header.pop("__metadata__", None)
+        self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if size > self.data_start else None
+
+    def names(self):
+        return list(self.header)
+
+    def shape(self, name):
+        return tuple(self.header[name]["shape"])
+
+    def load(self, name):
+        """The tensor as float32 (or its own integer dtype)."""
+        info = self.header[name]
+        dtype = info["dtype"]
+        if dtype not in _ST_DTYPES:
+            raise ConvertError(f"{self.path}: tensor {name} has dtype {dtype}, which edgerun convert "
+                               "does not read; save the model as float32, float16 or bfloat16")
+        begin, end = info["data_offsets"]
+        shape = tuple(info["shape"])
+        raw = self._map[self.data_start + begin:self.data_start + end] if end > begin else np.zeros(0, np.uint8)
+        arr = raw.view(_ST_DTYPES[dtype]).reshape(shape)
+        if dtype == "BF16":
+            # bfloat16 is the top half of a float32.
+            return (arr.astype(np.uint32) << 16).view(np.float32)
+        if arr.dtype.kind == "f":
+            return arr.astype(np.float32)
+        return np.array(arr)
+
+
+def _open_weights(hf_dir):
+    files = sorted(hf_dir.glob("*.safetensors"))
+    if not files:
+        extra = " (found PyTorch .bin files: re-save with save_pretrained(safe_serialization=True))" \
+            if list(hf_dir.glob("*.bin")) else ""
+        raise ConvertError(f"{hf_dir}: no *.safetensors files{extra}; "
+                           "edgerun convert reads safetensors weights only")
+    where = {}
+    for p in files:
+        st = _SafetensorsFile(p)
+        for n in st.names():
+            where[n] = st
+    return where
+
+
+# ---------------------------------------------------------------- layout
+
+def permute_qk(w, n_head):
+    """Reorders each head's rows from HF's [first half | second half] RoPE layout
+    to interleaved pairs (row 2i <- i, row 2i+1 <- i + head_dim/2), which is what
+    llama.cpp's `llama` files contain and what the runtime's RoPE expects."""
+    head_dim = w.shape[0] // n_head
+    return (w.reshape(n_head, 2, head_dim // 2, *w.shape[1:])
+             .swapaxes(1, 2)
+             .reshape(w.shape))
+
+
+def gguf_name(hf_name):
+    """GGUF tensor name for a HF parameter name, or None for tensors we drop."""
+    if hf_name in _TOP_NAMES:
+        return _TOP_NAMES[hf_name]
+    parts = hf_name.split(".")
+    if len(parts) >= 5 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
+        stem = ".".join(parts[3:-1])
+        if stem in _LAYER_NAMES:
+            return f"blk.{int(parts[2])}.{_LAYER_NAMES[stem]}.{parts[-1]}"
+    return None
+
+
+class HParams:
+    """The config.json facts the GGUF header needs."""
+
+    def __init__(self, cfg, hf_dir):
+        archs = cfg.get("architectures") or []
+        known = [a for a in archs if a in ARCHS]
+        if not known:
+            raise ConvertError(f"{hf_dir}/config.json: architecture {archs or '(none)'} is not supported; "
+                               f"edgerun converts {', '.join(sorted(ARCHS))}")
+        self.hf_arch = known[0]
+        self.arch, self.permute = ARCHS[self.hf_arch]
+
+        def need(key):
+            if key not in cfg:
+                raise ConvertError(f"{hf_dir}/config.json lacks '{key}'; the file is incomplete")
+            return cfg[key]
+
+        self.n_embd = int(need("hidden_size"))
+        self.n_layer = int(need("num_hidden_layers"))
+        self.n_head = int(need("num_attention_heads"))
+        self.n_head_kv = int(cfg.get("num_key_value_heads") or self.n_head)
+        self.n_ff = int(need("intermediate_size"))
+        self.n_vocab = int(need("vocab_size"))
+        self.n_ctx = int(cfg.get("max_position_embeddings") or 2048)
+        self.eps = float(cfg.get("rms_norm_eps", 1e-6))
+        # transformers >= 5 nests RoPE settings in rope_parameters; older configs
+        # keep rope_theta/rope_scaling at the top level.
+        rp = cfg.get("rope_parameters") or {}
+        self.rope_theta = float(rp.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+        self.head_dim = int(cfg.get("head_dim") or self.n_embd // self.n_head)
+        self.tied = bool(cfg.get("tie_word_embeddings", False))
+        act = cfg.get("hidden_act", "silu")
+        if act != "silu":
+            raise ConvertError(f"{hf_dir}/config.json: hidden_act '{act}' is not supported; "
+                               "the runtime implements SwiGLU (silu)")
+        rs = cfg.get("rope_scaling") or rp
+        if rs and (rs.get("rope_type") or rs.get("type")) not in (None, "default"):
+            raise ConvertError(f"{hf_dir}/config.json: rope_scaling {rs.get('rope_type') or rs.get('type')!r} "
+                               "is not supported by the runtime yet; convert a model without RoPE scaling")
+        if self.n_head % self.n_head_kv:
+            raise ConvertError(f"{hf_dir}/config.json: num_attention_heads {self.n_head} is not a multiple of "
+                               f"num_key_value_heads {self.n_head_kv}; the file is inconsistent")
+        if self.head_dim % 2:
+            raise ConvertError(f"{hf_dir}/config.json: head_dim {self.head_dim} is odd; RoPE needs it even")
+        self.name = cfg.get("_name_or_path") or hf_dir.name
+
+
+# ---------------------------------------------------------------- types
+
+def _qtype(name):
+    from gguf import GGMLQuantizationType as Q
+    return {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0, "q4_0": Q.Q4_0,
+            "q4_k": Q.Q4_K, "q5_k": Q.Q5_K, "q6_k": Q.Q6_K}[name]
+
+
+def _file_type(name):
+    from gguf import LlamaFileType as F
+    return {"f32": F.ALL_F32, "f16": F.MOSTLY_F16, "bf16": F.MOSTLY_BF16,
+            "q8_0": F.MOSTLY_Q8_0, "q4_0": F.MOSTLY_Q4_0,
+            "q4_k_m": F.MOSTLY_Q4_K_M, "q5_k_m": F.MOSTLY_Q5_K_M, "q6_k": F.MOSTLY_Q6_K}[name]
+
+
+# K-quant file types: the type most 2-D tensors get.
+_K_BASE = {"q4_k_m": "q4_k", "q5_k_m": "q5_k", "q6_k": "q6_k"}
+
+
+def _use_more_bits(i_layer, n_layer):
+    """llama.cpp's rule for the _M mixes: the first and last eighth of the layers,
+    and every third layer in between, get more bits."""
+    return i_layer < n_layer // 8 or i_layer >= 7 * n_layer // 8 or (i_layer - n_layer // 8) % 3 == 2
+
+
+def _k_mix_type(gguf_name, out_type, n_layer, tied):
+    """Tensor type of a 2-D tensor in a K-quant file, following llama.cpp's
+    choices for Q4_K_M / Q5_K_M / Q6_K (without an importance matrix): the output
+    projection (token_embd when it doubles as the output) is Q6_K; in the _M
+    mixes attn_v and ffn_down are Q6_K in the layers _use_more_bits picks."""
+    base = _K_BASE[out_type]
+    if gguf_name == "output.weight" or (tied and gguf_name == "token_embd.weight"):
+        return "q6_k"
+    if out_type in ("q4_k_m", "q5_k_m") and gguf_name.startswith("blk."):
+        layer, kind = int(gguf_name.split(".")[1]), gguf_name.split(".")[2]
+        if kind in ("attn_v", "ffn_down") and _use_more_bits(layer, n_layer):
+            return "q6_k"
+    return base
+
+
+def tensor_type(shape, out_type, gguf_name=None, n_layer=1, tied=False):
+    """(GGML type name, note or None) a tensor of `shape` is stored as for the
+    requested file type. 1-D tensors (norms, biases) stay F32 as in llama.cpp:
+    they are tiny and the runtime adds/multiplies them in float. K-quant types
+    pick per tensor (_k_mix_type); rows that are not a multiple of 256 cannot
+    hold K-quant super-blocks and fall back to Q8_0 (llama.cpp falls back to
+    Q5_0/Q5_1, which this runtime does not compute with)."""
+    if len(shape) < 2 or out_type == "f32":
+        return "f32", None
+    t = _k_mix_type(gguf_name or "", out_type, n_layer, tied) if out_type in _K_BASE else out_type
+    if t in ("q4_k", "q5_k", "q6_k") and shape[-1] % 256:
+        if shape[-1] % 32 == 0:
+            return "q8_0", f"row length {shape[-1]} is not a multiple of 256, stored as Q8_0"
+        return "f16", f"row length {shape[-1]} is not a multiple of 32, stored as F16"
+    if t in ("q8_0", "q4_0") and shape[-1] % 32:
+        return "f16", f"row length {shape[-1]} is not a multiple of 32, stored as F16"
+    return t, None
+
+
+def _encode(arr, ttype):
+    """(bytes-array to write, GGML type) for a float32 array."""
+    from gguf import quants
+    q = _qtype(ttype)
+    if ttype == "f32":
+        return np.ascontiguousarray(arr, dtype=np.float32), q
+    if ttype == "f16":
+        return np.ascontiguousarray(arr, dtype=np.float16), q
+    if ttype in ("q4_k", "q5_k", "q6_k"):   # the gguf package cannot quantize K-quants
+        from . import kquants
+        return kquants.quantize(arr, ttype.upper()), q
+    return quants.quantize(np.ascontiguousarray(arr, dtype=np.float32), q), q
+
+
+def _nbytes(shape, ttype):
+    from gguf import GGML_QUANT_SIZES
+    block, size = GGML_QUANT_SIZES[_qtype(ttype)]
+    n = 1
+    for d in shape:
+        n *= d
+    return n // block * size
+
+
+# ---------------------------------------------------------------- progress
+
+class _Progress:
+    """One line on stderr rewritten in place — only on a terminal, where it helps;
+    in logs and CI it would be noise."""
+
+    def __init__(self, total, stream=None):
+        self.stream = stream or sys.stderr
+        self.total = max(total, 1)
+        self.on = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.done = 0
+
+    def step(self, name, nbytes):
+        self.done += nbytes
+        if self.on:
+            frac = self.done / self.total
+            bar = "#" * int(frac * 30)
+            self.stream.write(f"\r[{bar:<30}] {frac * 100:5.1f}% {name[:40]:<40}")
+            self.stream.flush()
+
+    def finish(self):
+        if self.on:
+            self.stream.write("\r" + " " * 80 + "\r")
+            self.stream.flush()
+
+
+# ---------------------------------------------------------------- main entry
+
+def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=None):
+    """Converts a Hugging Face Llama/Mistral/Qwen2 folder into a GGUF file.
+
+    Returns a summary dict: path, arch, type, n_tensors, bytes (file size),
+    types ({ggml type: count}), notes (list of strings).
+    """
+    import gguf
+
+    log = log or sys.stderr
+    out_type = out_type.lower()
+    if out_type not in TYPES:
+        raise ConvertError(f"unknown output type '{out_type}'; choose one of {', '.join(TYPES)}")
+    hf_dir = pathlib.Path(hf_dir)
+    out_path = pathlib.Path(out_path)
+    cfg_path = hf_dir / "config.json"
+    if not hf_dir.is_dir():
+        raise FileNotFoundError(f"{hf_dir}: no such directory; pass a Hugging Face model folder")
+    if not cfg_path.exists():
+        raise ConvertError(f"{hf_dir}: no config.json; pass a Hugging Face model folder "
+                           "(the one save_pretrained writes)")
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except ValueError as e:
+        raise ConvertError(f"{cfg_path}: not valid JSON ({e}); fix or re-download it") from None
+    hp = HParams(cfg, hf_dir)
+    where = _open_weights(hf_dir)
+
+    # Plan every tensor first: the header (with each tensor's type and size) is
+    # written before any data, which lets the data stream out one tensor at a time.
+    plan, notes = [], []
+    for hf_name in sorted(where, key=_order_key):
+        g = gguf_name(hf_name)
+        if g is None:
+            if not hf_name.endswith("rotary_emb.inv_freq"):
+                notes.append(f"skipped {hf_name} (not used by the {hp.arch} runtime)")
+            continue
+        if g == "output.weight" and hp.tied:
+            continue   # tied: the runtime reuses token_embd, as llama.cpp does
+        if g.endswith(".bias") and not (hp.arch == "qwen2" and g.split(".")[2] in ("attn_q", "attn_k", "attn_v")):
+            # the runtime would ignore it and silently compute something else
+            raise ConvertError(f"{hf_dir}: {hf_name} is a bias the {hp.arch} runtime does not apply "
+                               "(attention_bias/mlp_bias models are not supported)")
+        shape = where[hf_name].shape(hf_name)
+        ttype, note = tensor_type(shape, out_type, g, hp.n_layer, hp.tied)
+        if note:
+            notes.append(f"{g}: {note}")
+        plan.append((hf_name, g, shape, ttype))
+    _check_complete(hp, [p[1] for p in plan], hf_dir)
+
+    if not hp.tied and "output.weight" not in {p[1] for p in plan}:
+        notes.append("no lm_head.weight: the output projection reuses token_embd")
+
+    tmp_path = out_path.with_name(out_path.name + ".part")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(tmp_path), hp.arch)
+    try:
+        _write_header(w, hp, name or hp.name, out_type, hf_dir, notes)
+        for hf_name, g, shape, ttype in plan:
+            w.add_tensor_info(g, shape, np.dtype(np.float32), _nbytes(shape, ttype), raw_dtype=_qtype(ttype))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        prog = _Progress(sum(_nbytes(p[2], p[3]) for p in plan))
+        for hf_name, g, shape, ttype in plan:
+            arr = where[hf_name].load(hf_name)
+            if hp.permute and g.endswith(("attn_q.weight", "attn_q.bias")):
+                arr = permute_qk(arr, hp.n_head)
+            elif hp.permute and g.endswith(("attn_k.weight", "attn_k.bias")):
+                arr = permute_qk(arr, hp.n_head_kv)
+            data, _ = _encode(arr, ttype)
+            w.write_tensor_data(data)
+            prog.step(g, data.nbytes)
+        prog.finish()
+        w.close()
+        os.replace(tmp_path, out_path)
+    except BaseException:
+        w.close()
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+    types = {}
+    for p in plan:
+        types[p[3].upper()] = types.get(p[3].upper(), 0) + 1
+    summary = {"path": str(out_path), "arch": hp.arch, "type": out_type.upper(), "n_tensors": len(plan),
+               "bytes": out_path.stat().st_size, "types": types, "notes": notes}
+    if not quiet:
+        for n in notes:
+            print(f"note: {n}", file=log)
+    return summary
+
+
+def _order_key(hf_name):
+    """llama.cpp's order: token_embd, then blocks in order, then output_norm/output."""
+    g = gguf_name(hf_name) or hf_name
+    if g.startswith("token_embd"):
+        return (0, 0, g)
+    if g.startswith("blk."):
+        return (1, int(g.split(".")[1]), g)
+    return (2, 0, g)
+
+
+def _check_complete(hp, names, hf_dir):
+    have = set(names)
+    need = ["token_embd.weight", "output_norm.weight"]
+    for i in range(hp.n_layer):
+        need += [f"blk.{i}.{t}.weight" for t in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                                   "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")]
+        if hp.arch == "qwen2":
+            need += [f"blk.{i}.attn_{t}.bias" for t in "qkv"]
+    missing = [n for n in need if n not in have]
+    if missing:
+        raise ConvertError(f"{hf_dir}: the safetensors lack {len(missing)} tensor(s) the {hp.arch} model needs "
+                           f"(first: {missing[0]}); the download is incomplete")
+
+
+def _write_header(w, hp, name, out_type, hf_dir, notes):
+    from gguf import GGML_QUANT_VERSION
+    a = hp.arch
+    w.add_name(str(name))
+    w.add_uint32(f"{a}.context_length", hp.n_ctx)
+    w.add_uint32(f"{a}.embedding_length", hp.n_embd)
+    w.add_uint32(f"{a}.block_count", hp.n_layer)
+    w.add_uint32(f"{a}.feed_forward_length", hp.n_ff)
+    w.add_uint32(f"{a}.attention.head_count", hp.n_head)
+    w.add_uint32(f"{a}.attention.head_count_kv", hp.n_head_kv)
+    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", hp.eps)
+    w.add_float32(f"{a}.rope.freq_base", hp.rope_theta)
+    w.add_uint32(f"{a}.rope.dimension_count", hp.head_dim)
+    if hp.head_dim != hp.n_embd // hp.n_head:
+        w.add_uint32(f"{a}.attention.key_length", hp.head_dim)
+        w.add_uint32(f"{a}.attention.value_length", hp.head_dim)
+    w.add_uint32(f"{a}.vocab_size", hp.n_vocab)
+    w.add_uint32("general.file_type", int(_file_type(out_type)))
+    if out_type in ("q8_0", "q4_0") or out_type in _K_BASE:
+        w.add_quantization_version(GGML_QUANT_VERSION)
+    if (hf_dir / "tokenizer.json").exists() or (hf_dir / "tokenizer.model").exists():
+        from .tokenizer import add_tokenizer
+        add_tokenizer(w, hf_dir)
+    else:
+        notes.append("no tokenizer.json or tokenizer.model: the file has no tokenizer (ids in, ids out)")
