@@ -152,10 +152,9 @@ static int read_hparams(const gguf_file *f, er_hparams *hp, er_dims *d) {
         return er_fail(ER_EUNSUPPORTED, "key '%s.rope.dimension_count' = %d: partial rotary embedding of a head "
                        "of %d is run for phi3 only (an even part of the head)", a, n_rot, hp->head_dim);
     hp->n_rot = n_rot;
-    hp->rope_freq_factors = gguf_find_tensor(f, "rope_freqs.weight", &t);
-    if (hp->rope_freq_factors && er_str_eq(arch, "gemma3"))
-        return er_fail(ER_EUNSUPPORTED, "tensor 'rope_freqs.weight' in a gemma3 file: this runtime applies "
-                       "frequency factors to llama-style files only");
+    /* Llama 3.x's frequency factors; in another family's file the tensor is
+     * left unbound, and open refuses it by name (model.c) */
+    hp->rope_freq_factors = er_str_eq(arch, "llama") && gguf_find_tensor(f, "rope_freqs.weight", &t);
     d->n_rot = n_rot;
     /* Gemma 3 27B scales queries by 1/sqrt(n_embd / n_head) (its
      * query_pre_attn_scalar), the smaller ones by 1/sqrt(head_dim); the file
