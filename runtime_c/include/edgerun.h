@@ -127,6 +127,13 @@ typedef struct er_hparams {
     int32_t has_qkv_bias;     /* 1: qwen2-style attention biases */
     uint64_t n_params;        /* elements over all tensors */
     uint64_t weight_bytes;    /* bytes of all tensor data in the file */
+    /* Family traits (arch "llama", "qwen2", "qwen3", "smollm3", "gemma3", "phi3"). */
+    int32_t n_rot;            /* dimensions of each head RoPE rotates (head_dim unless partial, phi3) */
+    float rope_scale;         /* linear RoPE scaling factor: frequencies divided by it (1 = none) */
+    int32_t rope_freq_factors; /* 1: per-frequency divisors from rope_freqs.weight (Llama 3.x) */
+    float rope_freq_base_swa; /* RoPE base of the sliding-window layers (gemma3), else rope_freq_base */
+    int32_t sliding_window;   /* positions a sliding-window layer attends to (0 = none) */
+    float final_logit_softcap; /* logits = c * tanh(logits / c) with this c (0 = none) */
 } er_hparams;
 
 /* One tensor of the file. Pointers are into the model's mapping. */

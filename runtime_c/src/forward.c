@@ -191,7 +191,30 @@ static void silu_mul_row(const rows_task *t, int b) {
     t->md->k->silu_mul(t->dst + (size_t)b * t->n, t->src + (size_t)b * t->n, t->n);
 }
 
-/* Q/K/V biases where the model has them, then RoPE on Q and K */
+/* dst = gelu_tanh(dst) * src (GeGLU) */
+static void gelu_mul_row(const rows_task *t, int b) {
+    er_kernels_family(t->md->k).gelu_mul(t->dst + (size_t)b * t->n, t->src + (size_t)b * t->n, t->n);
+}
+
+/* n_heads heads of Q or K at x, of the step's row b: the per-head RMSNorm
+ * where the family has one (norm: head_dim weights), then RoPE with the
+ * layer's angles, over the first n_rot dimensions of each head (all of them
+ * but in Phi-3), or none in a NoPE layer. */
+static void rope_heads(const er_model *md, const er_layer *L, float *x, int n_heads, const float *norm, int b) {
+    const er_dims *d = &md->d;
+    const int hd = d->head_dim;
+    if (norm)
+        for (int h = 0; h < n_heads; h++) md->k->rmsnorm(x + (size_t)h * hd, x + (size_t)h * hd, norm, hd, md->hp.rms_eps);
+    if (!L->rope) return;
+    const float *cs = (L->rope == 2 ? md->act.rope_cs_swa : md->act.rope_cs) + (size_t)b * hd;
+    if (d->n_rot == hd) {
+        md->k->rope_cs(x, n_heads, hd, cs, md->rope_neox);
+    } else {
+        for (int h = 0; h < n_heads; h++) md->k->rope_cs(x + (size_t)h * hd, 1, d->n_rot, cs, md->rope_neox);
+    }
+}
+
+/* Q/K/V biases where the model has them, then (per-head norms and) RoPE on Q and K */
 static void rope_row(const rows_task *t, int b) {
     const er_model *md = t->md;
     const er_dims *d = &md->d;
@@ -203,10 +226,13 @@ static void rope_row(const rows_task *t, int b) {
         md->k->add(k, L->bk, kvd);
         md->k->add(md->act.v + (size_t)b * kvd, L->bv, kvd);
     }
-    const float *cs = md->act.rope_cs + (size_t)b * d->head_dim;
-    md->k->rope_cs(q, d->n_head, d->head_dim, cs, md->rope_neox);
-    md->k->rope_cs(k, d->n_head_kv, d->head_dim, cs, md->rope_neox);
+    rope_heads(md, L, q, d->n_head, L->q_norm, b);
+    rope_heads(md, L, k, d->n_head_kv, L->k_norm, b);
 }
+
+/* First cached position query position p sees: 0, or the start of the
+ * layer's sliding window (p and the window - 1 positions before it). */
+static inline int att_lo(const er_layer *L, int p) { return L->window && p + 1 > L->window ? p + 1 - L->window : 0; }
 
 /* K/V heads [h0, h1) of one position's K and V rows (k, v: the whole rows)
  * into the cache of `layer` at position pos, a piece per cache block. */
@@ -333,9 +359,10 @@ static void att_worker(void *ctx, int ith, int nth) {
                                     : t->m * d->n_head;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
     const size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row;
+    const er_layer *L = &md->layers[t->layer];
     /* per-thread scratch, indexed by ith: each thread's own */
     float *scratch = md->act.scores + (size_t)ith * er_att_scratch(d);
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = d->attn_scale;
     (void)nth;
     float *out[ER_ATT_MAX_QUERIES];
     const float *q[ER_ATT_MAX_QUERIES];
@@ -345,9 +372,10 @@ static void att_worker(void *ctx, int ith, int nth) {
         if (t->heads) {
             /* a range is one cache block (t->heads == d->kv_blk) */
             const int k0 = i * t->heads, nk = d->n_head_kv - k0 < t->heads ? d->n_head_kv - k0 : t->heads;
+            const int lo = att_lo(L, t->pos0);
             size_t stride;
-            const size_t off = (layer_off + er_kv_col(d, k0, 0, &stride)) * elem, at = (size_t)k0 * group * hd;
-            md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1, (const uint8_t *)t->s->k_cache + off,
+            const size_t off = (layer_off + er_kv_col(d, k0, lo, &stride)) * elem, at = (size_t)k0 * group * hd;
+            md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1 - lo, (const uint8_t *)t->s->k_cache + off,
                                    (const uint8_t *)t->s->v_cache + off, d->kv_type, stride, nk, group, hd, scale,
                                    scratch);
             done += nk * group;
@@ -367,19 +395,27 @@ static void att_worker(void *ctx, int ith, int nth) {
         const size_t head_off = (layer_off + er_kv_col(d, h0 / group, 0, &stride)) * elem;
         const uint8_t *kc = (const uint8_t *)t->s->k_cache + head_off, *vc = (const uint8_t *)t->s->v_cache + head_off;
         int nq = 0;
-        for (int b = b0; b < b1; b++)
+        for (int b = b0; b < b1; b++) {
+            /* a sliding window starts each token's positions at its own
+             * first one: its queries go out in a call of their own */
+            const int lo = att_lo(L, t->pos0 + b);
+            if (L->window) {
+                kc = (const uint8_t *)t->s->k_cache + head_off + (size_t)lo * stride * elem;
+                vc = (const uint8_t *)t->s->v_cache + head_off + (size_t)lo * stride * elem;
+            }
             for (int h = h0; h < h1; h++) {
                 const size_t at = (size_t)b * d->n_head * hd + (size_t)h * hd;
                 q[nq] = md->act.q + at;
                 out[nq] = md->act.att + at;
-                n_kv[nq] = t->pos0 + b + 1;
-                /* flushed when full, and after the last */
-                if (++nq == ER_ATT_MAX_QUERIES || (b == b1 - 1 && h == h1 - 1)) {
+                n_kv[nq] = t->pos0 + b + 1 - lo;
+                /* flushed when full, and after the last (of the token, in a window) */
+                if (++nq == ER_ATT_MAX_QUERIES || (h == h1 - 1 && (b == b1 - 1 || L->window))) {
                     md->k->attention_multi(out, q, n_kv, nq, kc, vc, d->kv_type, stride, hd, scale, scratch);
                     done += nq;
                     nq = 0;
                 }
             }
+        }
     }
     er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, done, t->pos0 + t->m);
 }
@@ -400,15 +436,16 @@ static void att_split_worker(void *ctx, int ith, int nth) {
     er_model *md = t->md;
     uint64_t t_op = ith ? er_trace_begin(&md->trace) : 0;
     const er_dims *d = &md->d;
-    const int hd = d->head_dim, group = d->n_head / d->n_head_kv, n_kv = t->pos0 + 1;
+    const int lo = att_lo(&md->layers[t->layer], t->pos0);
+    const int hd = d->head_dim, group = d->n_head / d->n_head_kv, n_kv = t->pos0 + 1 - lo;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    const size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row * elem;
+    const size_t layer_off = ((size_t)t->layer * d->n_ctx + (size_t)lo) * d->kv_row * elem;
     float *sc = md->act.scores;
     (void)nth;
     int done = 0;
     if (t->rows) {
         const uint8_t *kc = (const uint8_t *)t->s->k_cache + layer_off;
-        const float scale = 1.0f / sqrtf((float)hd);
+        const float scale = d->attn_scale;
         for (int i; (i = er_pool_claim(&t->next)) < (n_kv + t->rows - 1) / t->rows;) {
             const int t0 = i * t->rows, t1 = n_kv - t0 < t->rows ? n_kv : t0 + t->rows;
             md->k->attention_scores(sc, md->act.q, n_kv, t0, t1, kc, d->kv_type, d->kv_row, d->n_head_kv, group, hd,
@@ -448,7 +485,7 @@ static void attention(er_model *md, er_session *s, const er_layer *L, int l, int
     t0 = er_trace_begin(tr);
     att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
     if (m == 1) at.heads = er_att_heads(d, md->pool.n_threads);
-    if (m == 1) at.rows = er_att_split(d, md->pool.n_threads, s->pos + 1);
+    if (m == 1) at.rows = er_att_split(d, md->pool.n_threads, s->pos + 1 - att_lo(L, s->pos));
     if (!at.heads && (m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
     atomic_init(&at.next, 0);
     if (at.rows) {
@@ -501,7 +538,6 @@ static void block_worker(void *ctx, int ith, int nth) {
     er_trace *tr = &md->trace;
     const int hd = d->head_dim, group = d->n_head / d->n_head_kv, pos = t->at.pos0, l = t->at.layer;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    const float *cs = md->act.rope_cs;
     float *scratch = md->act.scores + (size_t)ith * er_att_scratch(d);
     (void)nth;
     for (int i; (i = er_pool_claim(&t->at.next)) * t->at.heads < d->n_head_kv;) {
@@ -519,18 +555,19 @@ static void block_worker(void *ctx, int ith, int nth) {
             k->add(kr, L->bk + c0, nc);
             k->add(vr, L->bv + c0, nc);
         }
-        k->rope_cs(q, nk * group, hd, cs, md->rope_neox);
-        k->rope_cs(kr, nk, hd, cs, md->rope_neox);
+        rope_heads(md, L, q, nk * group, L->q_norm, 0);
+        rope_heads(md, L, kr, nk, L->k_norm, 0);
         er_trace_end(tr, t0, ER_OP_ROPE, l, ith, 1, nq + nc, nq + nc);
         t0 = er_trace_begin(tr);
         store_kv(md, t->at.s, l, pos, md->act.k, md->act.v, h0, h0 + nk);
         er_trace_end(tr, t0, ER_OP_KV_STORE, l, ith, 1, 2 * nc, 2 * nc);
         t0 = er_trace_begin(tr);
         size_t stride;
-        const size_t off = ((size_t)l * d->n_ctx * d->kv_row + er_kv_col(d, h0, 0, &stride)) * elem;
-        k->attention_heads(md->act.att + q0, q, pos + 1, (const uint8_t *)t->at.s->k_cache + off,
+        const int lo = att_lo(L, pos);
+        const size_t off = ((size_t)l * d->n_ctx * d->kv_row + er_kv_col(d, h0, lo, &stride)) * elem;
+        k->attention_heads(md->act.att + q0, q, pos + 1 - lo, (const uint8_t *)t->at.s->k_cache + off,
                            (const uint8_t *)t->at.s->v_cache + off, d->kv_type, stride, nk, group, hd,
-                           1.0f / sqrtf((float)hd), scratch);
+                           d->attn_scale, scratch);
         er_trace_end(tr, t0, ER_OP_ATTENTION, l, ith, 1, nk * group, pos + 1);
     }
 }
@@ -574,9 +611,24 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     for (int b = 0; b < m; b++)
         k->dequant_row[md->tok_embd.wtype]((const uint8_t *)md->tok_embd.data + (size_t)ids[b] * md->tok_embd.row_bytes,
                                            x + (size_t)b * E, E);
-    /* each position's RoPE angles, once for all layers (timed with the embedding) */
-    for (int b = 0; b < m; b++)
-        er_rope_angles(md->act.rope_cs + (size_t)b * d->head_dim, d->head_dim, s->pos + b, md->hp.rope_freq_base);
+    /* Gemma scales the embeddings by sqrt(n_embd), rounded to a float as transformers does */
+    if (d->traits & ER_T_EMBD_SCALE)
+        for (size_t i = 0, n = (size_t)m * E; i < n; i++) x[i] *= sqrtf((float)E);
+    /* each position's RoPE angles, once for all layers (timed with the
+     * embedding); gemma3's local layers have a base of their own, and its
+     * linear scaling is the global layers' only */
+    const er_hparams *hp = &md->hp;
+    const int swa6 = (d->traits & ER_T_SWA6) != 0;
+    for (int b = 0; b < m; b++) {
+        float *cs = md->act.rope_cs + (size_t)b * d->head_dim;
+        if (d->n_rot == d->head_dim && hp->rope_scale == 1.0f && !md->rope_freqs)
+            er_rope_angles(cs, d->head_dim, s->pos + b, hp->rope_freq_base);
+        else
+            er_rope_angles_scaled(cs, d->n_rot, s->pos + b, hp->rope_freq_base, hp->rope_scale, md->rope_freqs);
+        if (swa6)
+            er_rope_angles(md->act.rope_cs_swa + (size_t)b * d->head_dim, d->head_dim, s->pos + b,
+                           hp->rope_freq_base_swa);
+    }
     er_trace_end(tr, t0, ER_OP_EMBED, -1, 0, m, E, 0);
 
     for (int l = 0; l < d->n_layer; l++) {
@@ -594,9 +646,12 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
             attention(md, s, L, l, m);
         }
         matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
+        if (L->post_attn_norm)
+            each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = xb2,
+                                      .w = L->post_attn_norm, .dst = xb2});
         each_row(md, &(rows_task){.row = add_row, .md = md, .m = m, .n = E, .src = xb2, .dst = x});
 
-        /* feed-forward block (SwiGLU) */
+        /* feed-forward block (SwiGLU, or GeGLU) */
         t0 = er_trace_begin(tr);
         each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .op = ER_OP_FFN_NORM, .layer = l, .m = m, .n = E,
                                   .src = x, .w = L->ffn_norm, .dst = xb});
@@ -604,10 +659,14 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         matmul_shared(md, ER_OP_FFN_GATE_UP, l, xb, m, (const er_weight *const[]){&L->w_gate, &L->w_up},
                       (float *const[]){md->act.hb, md->act.hb2}, 2);
         t0 = er_trace_begin(tr);
-        each_row(md, &(rows_task){.row = silu_mul_row, .md = md, .op = ER_OP_SILU_MUL, .layer = l, .m = m, .n = F,
-                                  .src = md->act.hb2, .dst = md->act.hb});
+        each_row(md, &(rows_task){.row = d->traits & ER_T_GELU ? gelu_mul_row : silu_mul_row, .md = md,
+                                  .op = ER_OP_SILU_MUL, .layer = l, .m = m, .n = F, .src = md->act.hb2,
+                                  .dst = md->act.hb});
         er_trace_end(tr, t0, ER_OP_SILU_MUL, l, 0, m, F, 2 * F);
         matmul1(md, ER_OP_FFN_DOWN, l, md->act.hb, m, &L->w_down, xb2);
+        if (L->post_ffn_norm)
+            each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = xb2,
+                                      .w = L->post_ffn_norm, .dst = xb2});
         each_row(md, &(rows_task){.row = add_row, .md = md, .m = m, .n = E, .src = xb2, .dst = x});
     }
 
@@ -620,6 +679,11 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     er_trace_end(tr, t0, ER_OP_OUTPUT_NORM, -1, 0, rows, E, E);
     float *out = logits_all ? logits_all : s->logits;
     matmul1(md, ER_OP_LM_HEAD, -1, xb, rows, &md->output, out);
+    /* final logit softcapping (Gemma): c * tanh(logit / c) */
+    if (hp->final_logit_softcap > 0.0f) {
+        const float c = hp->final_logit_softcap;
+        for (size_t i = 0, n = (size_t)rows * d->n_vocab; i < n; i++) out[i] = tanhf(out[i] / c) * c;
+    }
     if (logits_all) memcpy(s->logits, logits_all + (size_t)(m - 1) * d->n_vocab, (size_t)d->n_vocab * sizeof(float));
     return ER_OK;
 }

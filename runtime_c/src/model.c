@@ -3,6 +3,7 @@
  * the tokenizer, start threads. After er_model_open returns, the heap is
  * never touched again by this model.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,17 @@
 
 /* ---- tensor binding ------------------------------------------------------ */
 
+/* Finds a tensor and marks it bound: at the end of bind_tensors every tensor
+ * of the file must be (a tensor no step reads may be one that changes the
+ * arithmetic, such as Phi-3's rope_factors_long). */
 static int find_tensor(const er_model *m, const char *name, bool required, gguf_tensor *t) {
-    if (gguf_find_tensor(&m->file, name, t)) return 1;
+    for (uint64_t i = 0; i < m->file.n_tensors; i++) {
+        gguf_tensor_at(&m->file, i, t);
+        if (er_str_eq(t->name, name)) {
+            m->bound[i] = 1;
+            return 1;
+        }
+    }
     if (required) return er_fail(ER_ECORRUPT, "required tensor '%s' is missing", name);
     return 0;
 }
@@ -67,40 +77,97 @@ static int bind_vector(er_model *m, const char *name, int n, bool required, cons
     return ER_OK;
 }
 
+/* Rows [r0, r0 + n) of a bound matrix as a matrix of their own: the fused
+ * tensors (phi3's attn_qkv, ffn_up holding gate then up) stack their parts
+ * along the output rows, and every weight type stores rows whole. */
+static er_weight rows_of(const er_weight *w, int r0, int n) {
+    er_weight v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    v.n_out = n;
+    return v;
+}
+
 static int bind_tensors(er_model *m) {
     const er_dims *d = &m->d;
+    const er_hparams *hp = &m->hp;
     int qd = d->n_head * d->head_dim, kvd = (int)d->kv_row, rc;
+    m->bound = er_arena_alloc(&m->sec[ER_SEC_MODEL], (size_t)m->file.n_tensors);
+    if (m->file.n_tensors && !m->bound) return er_fail(ER_ECORRUPT, "internal: model section exhausted (bound)");
+    memset(m->bound, 0, (size_t)m->file.n_tensors);
     if ((rc = bind_matrix(m, "token_embd.weight", d->n_embd, d->n_vocab, &m->tok_embd))) return rc;
     if ((rc = bind_vector(m, "output_norm.weight", d->n_embd, true, &m->output_norm))) return rc;
     if (m->hp.tied_output)
         m->output = m->tok_embd;
     else if ((rc = bind_matrix(m, "output.weight", d->n_embd, d->n_vocab, &m->output)))
         return rc;
+    /* Llama 3.x: each rotated pair's frequency divided by its factor */
+    if (hp->rope_freq_factors) {
+        if ((rc = bind_vector(m, "rope_freqs.weight", d->n_rot / 2, true, &m->rope_freqs))) return rc;
+        for (int i = 0; i < d->n_rot / 2; i++)
+            if (!(m->rope_freqs[i] > 0.0f) || !isfinite(m->rope_freqs[i]))
+                return er_fail(ER_ECORRUPT, "tensor 'rope_freqs.weight' element %d is not a positive number", i);
+    }
 
     m->layers = er_arena_alloc(&m->sec[ER_SEC_MODEL], sizeof(er_layer) * (size_t)d->n_layer);
     if (!m->layers) return er_fail(ER_ECORRUPT, "internal: model section exhausted (layers)");
     for (int l = 0; l < d->n_layer; l++) {
         er_layer *L = &m->layers[l];
+        memset(L, 0, sizeof *L);
+        const unsigned kind = er_family_layer(d, hp, l);
         char nm[96];
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, l), nm)
         if ((rc = bind_vector(m, NAME("attn_norm.weight"), d->n_embd, true, &L->attn_norm)) ||
             (rc = bind_vector(m, NAME("ffn_norm.weight"), d->n_embd, true, &L->ffn_norm)) ||
-            (rc = bind_matrix(m, NAME("attn_q.weight"), d->n_embd, qd, &L->wq)) ||
-            (rc = bind_matrix(m, NAME("attn_k.weight"), d->n_embd, kvd, &L->wk)) ||
-            (rc = bind_matrix(m, NAME("attn_v.weight"), d->n_embd, kvd, &L->wv)) ||
             (rc = bind_matrix(m, NAME("attn_output.weight"), qd, d->n_embd, &L->wo)) ||
-            (rc = bind_matrix(m, NAME("ffn_gate.weight"), d->n_embd, d->n_ff, &L->w_gate)) ||
-            (rc = bind_matrix(m, NAME("ffn_up.weight"), d->n_embd, d->n_ff, &L->w_up)) ||
             (rc = bind_matrix(m, NAME("ffn_down.weight"), d->n_ff, d->n_embd, &L->w_down)))
             return rc;
-        /* qwen2 requires the biases; llama files may carry them too (some converters do). */
-        bool need_bias = m->hp.has_qkv_bias;
-        if ((rc = bind_vector(m, NAME("attn_q.bias"), qd, need_bias, &L->bq)) < 0 ||
-            (rc = bind_vector(m, NAME("attn_k.bias"), kvd, need_bias, &L->bk)) < 0 ||
-            (rc = bind_vector(m, NAME("attn_v.bias"), kvd, need_bias, &L->bv)) < 0)
+        if (d->traits & ER_T_FUSED) {
+            er_weight qkv, gu;
+            if ((rc = bind_matrix(m, NAME("attn_qkv.weight"), d->n_embd, qd + 2 * kvd, &qkv)) ||
+                (rc = bind_matrix(m, NAME("ffn_up.weight"), d->n_embd, 2 * d->n_ff, &gu)))
+                return rc;
+            L->wq = rows_of(&qkv, 0, qd);
+            L->wk = rows_of(&qkv, qd, kvd);
+            L->wv = rows_of(&qkv, qd + kvd, kvd);
+            L->w_gate = rows_of(&gu, 0, d->n_ff);
+            L->w_up = rows_of(&gu, d->n_ff, d->n_ff);
+            L->fused = 1;
+        } else {
+            if ((rc = bind_matrix(m, NAME("attn_q.weight"), d->n_embd, qd, &L->wq)) ||
+                (rc = bind_matrix(m, NAME("attn_k.weight"), d->n_embd, kvd, &L->wk)) ||
+                (rc = bind_matrix(m, NAME("attn_v.weight"), d->n_embd, kvd, &L->wv)) ||
+                (rc = bind_matrix(m, NAME("ffn_gate.weight"), d->n_embd, d->n_ff, &L->w_gate)) ||
+                (rc = bind_matrix(m, NAME("ffn_up.weight"), d->n_embd, d->n_ff, &L->w_up)))
+                return rc;
+            /* qwen2 requires the biases; other files may carry them too (some converters do). */
+            bool need_bias = m->hp.has_qkv_bias;
+            if ((rc = bind_vector(m, NAME("attn_q.bias"), qd, need_bias, &L->bq)) < 0 ||
+                (rc = bind_vector(m, NAME("attn_k.bias"), kvd, need_bias, &L->bk)) < 0 ||
+                (rc = bind_vector(m, NAME("attn_v.bias"), kvd, need_bias, &L->bv)) < 0)
+                return rc;
+            if (!L->bq != !L->bk || !L->bq != !L->bv)
+                return er_fail(ER_EUNSUPPORTED, "layer %d has some of attn_q/k/v.bias but not all three", l);
+        }
+        if ((d->traits & ER_T_QK_NORM) &&
+            ((rc = bind_vector(m, NAME("attn_q_norm.weight"), d->head_dim, true, &L->q_norm)) ||
+             (rc = bind_vector(m, NAME("attn_k_norm.weight"), d->head_dim, true, &L->k_norm))))
+            return rc;
+        if ((d->traits & ER_T_POST_NORMS) &&
+            ((rc = bind_vector(m, NAME("post_attention_norm.weight"), d->n_embd, true, &L->post_attn_norm)) ||
+             (rc = bind_vector(m, NAME("post_ffw_norm.weight"), d->n_embd, true, &L->post_ffn_norm))))
             return rc;
 #undef NAME
+        L->rope = kind & ER_L_NOPE ? 0 : (kind & ER_L_SWA) && (d->traits & ER_T_SWA6) ? 2 : 1;
+        L->window = kind & ER_L_SWA ? hp->sliding_window : 0;
     }
+    for (uint64_t i = 0; i < m->file.n_tensors; i++)
+        if (!m->bound[i]) {
+            gguf_tensor t;
+            gguf_tensor_at(&m->file, i, &t);
+            return er_fail(ER_EUNSUPPORTED, "tensor '%.*s' is read by no step this runtime runs for %s: it may "
+                           "change what the model computes, so the file is refused rather than run approximately",
+                           (int)(t.name.len > 80 ? 80 : t.name.len), t.name.ptr, hp->arch);
+        }
     return ER_OK;
 }
 
@@ -143,7 +210,8 @@ static int carve_runtime(er_model *m, int cuda) {
         m->act.xq = take(m, ER_SEC_ACT, B, d->act_row_max);
         m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * er_att_scratch(d), 4);
         m->act.rope_cs = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
-        if (!m->act.scores || !m->act.rope_cs)
+        m->act.rope_cs_swa = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
+        if (!m->act.scores || !m->act.rope_cs_swa)
             return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
     }
 

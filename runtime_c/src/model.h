@@ -48,7 +48,28 @@ typedef struct er_layer {
     er_weight wq, wk, wv, wo;
     const float *bq, *bk, *bv;             /* qwen2 only; NULL otherwise */
     er_weight w_gate, w_up, w_down;
+    /* family steps (family.c): NULL/0 where the layer does not take them */
+    const float *q_norm, *k_norm;          /* per-head RMSNorm of Q and K before RoPE (head_dim) */
+    const float *post_attn_norm, *post_ffn_norm; /* RMSNorm of the block's output before the residual add */
+    int rope;                              /* RoPE angles: 0 none (NoPE), 1 act.rope_cs, 2 act.rope_cs_swa */
+    int window;                            /* positions each query sees (sliding window), or 0: all */
+    int fused;                             /* wq/wk/wv and w_gate/w_up are views into fused tensors (phi3) */
 } er_layer;
+
+/* Family traits (family.c): which steps of the forward pass a family takes. */
+enum {
+    ER_T_NEOX = 1u << 0,       /* RoPE rotates the halves of each head (else adjacent pairs) */
+    ER_T_QKV_BIAS = 1u << 1,   /* attn_{q,k,v}.bias are required (qwen2) */
+    ER_T_QK_NORM = 1u << 2,    /* attn_q_norm/attn_k_norm: per-head RMSNorm of Q and K */
+    ER_T_POST_NORMS = 1u << 3, /* post_attention_norm, post_ffw_norm (gemma3) */
+    ER_T_GELU = 1u << 4,       /* GeGLU with tanh GELU instead of SwiGLU */
+    ER_T_EMBD_SCALE = 1u << 5, /* embeddings scaled by sqrt(n_embd) */
+    ER_T_FUSED = 1u << 6,      /* attn_qkv and ffn_up holding gate and up (phi3) */
+    ER_T_NOPE4 = 1u << 7,      /* every fourth layer has no RoPE (smollm3) */
+    ER_T_SWA6 = 1u << 8,       /* five sliding-window layers, then a global one (gemma3) */
+};
+/* Per-layer kinds (er_family_layer). */
+enum { ER_L_NOPE = 1u << 0, ER_L_SWA = 1u << 1 };
 
 /* Shapes the plan and the forward pass agree on. */
 typedef struct er_dims {
@@ -58,6 +79,11 @@ typedef struct er_dims {
     size_t kv_row;             /* elements per cached position per layer: n_head_kv * head_dim */
     int kv_blk;                /* K/V heads per block of the cache (er_kv_col) */
     size_t act_row_max;        /* bytes of the largest prepared activation row */
+    /* the family (family.c) */
+    const char *family;        /* its row's architecture name (static) */
+    unsigned traits;           /* ER_T_* */
+    int n_rot;                 /* dimensions of each head RoPE rotates (<= head_dim) */
+    float attn_scale;          /* scores = q.k * attn_scale */
 } er_dims;
 
 /*
@@ -183,6 +209,8 @@ struct er_model {
 
     er_weight tok_embd, output;
     const float *output_norm;
+    const float *rope_freqs;   /* n_rot/2 frequency divisors (rope_freqs.weight, Llama 3.x), or NULL */
+    uint8_t *bound;            /* per tensor of the file: 1 once a step has bound it (model.c) */
     er_layer *layers;
     char **tensor_names;       /* NUL-terminated copies for er_model_tensor */
 
@@ -197,6 +225,7 @@ struct er_model {
         void *xq;              /* prepared (quantized) activation rows */
         float *scores;         /* n_threads * er_att_scratch() */
         float *rope_cs;        /* n_batch * head_dim: (cos, sin) pairs of the step's positions */
+        float *rope_cs_swa;    /* the same with the local layers' base (gemma3), else NULL */
     } act;
 
     pthread_mutex_t step_lock; /* one forward step at a time: activations and pool are shared */
@@ -211,6 +240,16 @@ struct er_model {
     struct er_live *live;
     atomic_int live_refs;
 };
+
+/* family.c: finds the file's family, refuses keys under "<arch>." it does not
+ * understand, and reads the family's keys into hp and d (traits). */
+int er_family_read(const gguf_file *f, er_str arch, er_hparams *hp, er_dims *d);
+/* ER_OK for an architecture with a row; else ER_EUNSUPPORTED naming the ones there are. */
+int er_family_check(er_str arch);
+/* ER_L_* bits of layer l. */
+unsigned er_family_layer(const er_dims *d, const er_hparams *hp, int l);
+/* "llama, qwen2, ...": the architectures this runtime runs (static). */
+const char *er_family_list(void);
 
 /* plan.c: derive dims from the file and options; fill the plan report. */
 int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_dims *d,

@@ -6,6 +6,7 @@
  * bytes the device will use. Everything is computed with overflow checks,
  * because the dimensions come from an untrusted file.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -80,7 +81,7 @@ static int get_dim(const gguf_file *f, const char *arch, const char *suffix, boo
     return ER_OK;
 }
 
-static int read_hparams(const gguf_file *f, er_hparams *hp, int *rope_neox) {
+static int read_hparams(const gguf_file *f, er_hparams *hp, er_dims *d) {
     memset(hp, 0, sizeof *hp);
     er_str s;
     if (gguf_get_str(f, "general.name", &s)) {
@@ -89,15 +90,12 @@ static int read_hparams(const gguf_file *f, er_hparams *hp, int *rope_neox) {
     }
     if (!gguf_get_str(f, "general.architecture", &s))
         return er_fail(ER_ECORRUPT, "required key 'general.architecture' is missing (or not a string)");
-    if (!er_str_eq(s, "llama") && !er_str_eq(s, "qwen2"))
-        return er_fail(ER_EUNSUPPORTED, "architecture '%.*s' is not supported (this runtime runs llama and qwen2)",
-                       (int)(s.len > 40 ? 40 : s.len), s.ptr);
+    er_str arch = s;
+    int rc = er_family_check(arch);
+    if (rc) return rc;
     memcpy(hp->arch, s.ptr, s.len);
     const char *a = hp->arch;
-    *rope_neox = er_str_eq(s, "qwen2");
-    hp->has_qkv_bias = *rope_neox;
 
-    int rc;
     if ((rc = get_dim(f, a, "embedding_length", true, 1, ER_MAX_DIM, &hp->n_embd)) ||
         (rc = get_dim(f, a, "block_count", true, 1, ER_MAX_LAYERS, &hp->n_layer)) ||
         (rc = get_dim(f, a, "feed_forward_length", true, 1, ER_MAX_DIM, &hp->n_ff)) ||
@@ -120,9 +118,6 @@ static int read_hparams(const gguf_file *f, er_hparams *hp, int *rope_neox) {
         return rc;
     if (v_len != hp->head_dim)
         return er_fail(ER_EUNSUPPORTED, "value_length %d differs from key_length %d", v_len, hp->head_dim);
-    if (n_rot != hp->head_dim)
-        return er_fail(ER_EUNSUPPORTED, "partial rotary embedding (rope.dimension_count %d < head dim %d)", n_rot,
-                       hp->head_dim);
     if (hp->head_dim % 2) return er_fail(ER_ECORRUPT, "head dimension %d is odd; RoPE needs pairs", hp->head_dim);
 
     char key[96];
@@ -146,6 +141,26 @@ static int read_hparams(const gguf_file *f, er_hparams *hp, int *rope_neox) {
                        (unsigned long long)t.ne[0], (unsigned long long)t.ne[1], hp->n_embd);
     hp->n_vocab = (int)t.ne[1];
     hp->tied_output = !gguf_find_tensor(f, "output.weight", &t);
+
+    /* the family: its traits, and a refusal for any key it does not understand */
+    if ((rc = er_family_read(f, arch, hp, d))) return rc;
+    hp->has_qkv_bias = (d->traits & ER_T_QKV_BIAS) != 0;
+    /* Partial rotary embedding (the first n_rot dimensions of each head, the
+     * rest passed through) is what Phi-3 does; for other families the file
+     * would be one we have not checked against its reference. */
+    if (n_rot > hp->head_dim || n_rot % 2 || (n_rot != hp->head_dim && !(d->traits & ER_T_FUSED)))
+        return er_fail(ER_EUNSUPPORTED, "key '%s.rope.dimension_count' = %d: partial rotary embedding of a head "
+                       "of %d is run for phi3 only (an even part of the head)", a, n_rot, hp->head_dim);
+    hp->n_rot = n_rot;
+    /* Llama 3.x's frequency factors; in another family's file the tensor is
+     * left unbound, and open refuses it by name (model.c) */
+    hp->rope_freq_factors = er_str_eq(arch, "llama") && gguf_find_tensor(f, "rope_freqs.weight", &t);
+    d->n_rot = n_rot;
+    /* Gemma 3 27B scales queries by 1/sqrt(n_embd / n_head) (its
+     * query_pre_attn_scalar), the smaller ones by 1/sqrt(head_dim); the file
+     * does not say which, and llama.cpp tells 27B by its 62 layers */
+    d->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (er_str_eq(arch, "gemma3") && hp->n_layer == 62) d->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
 
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         gguf_tensor_at(f, i, &t);
@@ -181,7 +196,8 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
         size_t V = (size_t)d->n_vocab, E = (size_t)d->n_embd, L = (size_t)d->n_layer;
         size_t B = (size_t)d->n_batch, C = (size_t)d->n_ctx, S = (size_t)d->n_sessions;
         size_t qd = (size_t)d->n_head * (size_t)d->head_dim;
-        ok = ok && add_block(&sec[ER_SEC_MODEL], L, sizeof(er_layer));
+        ok = ok && add_block(&sec[ER_SEC_MODEL], L, sizeof(er_layer)) &&
+             add_block(&sec[ER_SEC_MODEL], f->n_tensors, 1); /* er_model.bound */
         /* norm vectors stored in the file as F16/BF16 are widened once into the arena */
         for (uint64_t i = 0; ok && i < f->n_tensors; i++) {
             gguf_tensor t;
@@ -215,7 +231,8 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
              add_block(a, B * qd, 4) && add_block(a, B * d->kv_row, 4) && add_block(a, B * d->kv_row, 4) &&
              add_block(a, B * qd, 4) && add_block(a, B * (size_t)d->n_ff, 4) &&
              add_block(a, B * (size_t)d->n_ff, 4) && add_block(a, B, d->act_row_max) &&
-             add_block(a, att, 4) && add_block(a, B * (size_t)d->head_dim, 4)));
+             add_block(a, att, 4) && add_block(a, B * (size_t)d->head_dim, 4) &&
+             add_block(a, B * (size_t)d->head_dim, 4)));
         sec[ER_SEC_THREADS] = er_pool_plan(d->n_threads);
         sec[ER_SEC_TRACE] = er_trace_plan(d->trace_events);
         sec[ER_SEC_REPACKED] = cuda ? 0 : er_repack_plan(f, k, d->n_layer);
@@ -276,8 +293,9 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
     memset(hp, 0, sizeof *hp);
     *rope_neox = 0;
     if (!o.vocab_only) {
-        int rc = read_hparams(f, hp, rope_neox);
+        int rc = read_hparams(f, hp, d);
         if (rc) return rc;
+        *rope_neox = (d->traits & ER_T_NEOX) != 0;
         d->n_vocab = hp->n_vocab;
         d->n_embd = hp->n_embd;
         d->n_layer = hp->n_layer;
@@ -315,6 +333,15 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
      * er_cuda_plan); its host-side table is the CPU's best. */
     const int cuda = er_options_cuda(&o) && !o.vocab_only;
     if (cuda && !er_cuda_built()) return er_cuda_device_count(); /* the "no backend" error */
+    /* The CUDA backend runs the llama step (and qwen2's biases) only: no GPU
+     * here has tested the other families' steps, so they are refused on it */
+    if (cuda && ((d->traits & ~(unsigned)(ER_T_NEOX | ER_T_QKV_BIAS)) || hp->rope_freq_factors ||
+                 hp->rope_scale != 1.0f || hp->sliding_window || hp->n_rot != hp->head_dim ||
+                 hp->final_logit_softcap != 0.0f || !(er_str_eq((er_str){hp->arch, strlen(hp->arch)}, "llama") ||
+                                                      er_str_eq((er_str){hp->arch, strlen(hp->arch)}, "qwen2"))))
+        return er_fail(ER_EUNSUPPORTED, "the CUDA backend does not run family '%s'%s yet (it runs llama and qwen2); "
+                       "use a CPU kernel table", hp->arch,
+                       hp->rope_freq_factors || hp->rope_scale != 1.0f ? " with RoPE scaling" : "");
     const char *why = NULL;
     const er_kernels *k = o.vocab_only || cuda ? NULL : er_kernels_select(o.isa, &why);
     return fill_sections(f, hp, d, o.vocab_only, k, cuda, out);

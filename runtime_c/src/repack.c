@@ -62,6 +62,10 @@ size_t er_repack_plan(const gguf_file *f, const er_kernels *k, int n_layer) {
             else if (!gguf_find_tensor(f, strcpy(name, "output.weight"), &t))
                 strcpy(name, "token_embd.weight");
             if (!gguf_find_tensor(f, name, &t) || t.n_dims != 2 || !rows_for(k, er_wtype_from_ggml(t.type), t.ne[0], t.ne[1])) continue;
+            /* phi3's ffn_up holds gate and up: bound as two views, repacked as neither */
+            char fused[96];
+            snprintf(fused, sizeof fused, "blk.%d.attn_qkv.weight", l);
+            if (l < n_layer && i == 5 && gguf_find_tensor(f, fused, NULL)) continue;
             if (t.nbytes > SIZE_MAX - total - 2 * ER_ARENA_ALIGN) return SIZE_MAX;
             total += er_align_up((size_t)t.nbytes);
         }
@@ -106,8 +110,13 @@ int er_repack_model(er_model *m) {
     for (int l = 0; l < m->d.n_layer; l++) {
         er_layer *L = &m->layers[l];
         er_weight *ws[N_LAYER_MATS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < N_LAYER_MATS; i++)
-            if ((rc = repack_one(m, ws[i]))) return rc;
+        for (int i = 0; i < N_LAYER_MATS; i++) {
+            /* views into a fused tensor (phi3's attn_qkv, ffn_up) have no
+             * tensor of their own name, so er_repack_plan planned none */
+            const int view = L->fused && i != 3 && i != 6;
+            if (view) ws[i]->packed = NULL;
+            else if ((rc = repack_one(m, ws[i]))) return rc;
+        }
     }
     return repack_one(m, &m->output);
 }

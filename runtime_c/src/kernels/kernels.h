@@ -250,7 +250,30 @@ typedef struct er_kernels {
     int repack_rows[ER_W_COUNT];
     void (*repack[ER_W_COUNT])(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
     void (*matmul_repacked[ER_W_COUNT])(const er_matmul_args *a);
+
+    /* ---- model families (family.c) ---------------------------------------
+     * Element-wise steps of families past llama/qwen2. A table that leaves
+     * one NULL runs the generic version (er_kernels_family fills the gap),
+     * so every table runs every family; a SIMD version goes here once a
+     * trace shows the step matters. */
+    /* g = gelu_tanh(g) * u (Gemma's GeGLU; transformers' gelu_pytorch_tanh) */
+    void (*gelu_mul)(float *g, const float *u, int n);
 } er_kernels;
+
+/* The family steps of table k, with the generic version where k has none. */
+typedef struct er_family_kernels {
+    void (*gelu_mul)(float *g, const float *u, int n);
+} er_family_kernels;
+er_family_kernels er_kernels_family(const er_kernels *k);
+
+/*
+ * RoPE angles with a family's frequency changes: the n_rot/2 (cos, sin)
+ * pairs of pos, each frequency 1 / base^(2i/n_rot) divided by `scale`
+ * (linear scaling; 1 = none) and by factors[i] when factors is not NULL
+ * (Llama 3.x rope_freqs). With scale 1 and no factors it equals
+ * er_rope_angles bit for bit.
+ */
+void er_rope_angles_scaled(float *cs, int n_rot, int pos, float freq_base, float scale, const float *factors);
 
 /*
  * RoPE with the angles computed once per position rather than in each layer:

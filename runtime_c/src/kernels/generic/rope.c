@@ -55,3 +55,16 @@ void er_rope_angles(float *cs, int head_dim, int pos, float freq_base) {
 void er_gen_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int neox) {
     for (int i = 0; i < head_dim / 2; i++) rotate(x, n_heads, head_dim, i, cs[2 * i], cs[2 * i + 1], neox);
 }
+
+void er_rope_angles_scaled(float *cs, int n_rot, int pos, float freq_base, float scale, const float *factors) {
+    for (int i = 0; i < n_rot / 2; i++) {
+        /* the divisions in transformers' order: inv_freq / factor, then
+         * position * inv_freq (its linear and llama3 rope types) */
+        float inv_freq = 1.0f / powf(freq_base, (float)(2 * i) / (float)n_rot);
+        if (scale != 1.0f) inv_freq = inv_freq / scale;
+        if (factors) inv_freq = inv_freq / factors[i];
+        const float theta = (float)pos * inv_freq;
+        cs[2 * i] = cosf(theta);
+        cs[2 * i + 1] = sinf(theta);
+    }
+}

@@ -44,6 +44,7 @@ static const er_kernels k_generic = {
     .rope_cs = er_gen_rope_cs,
     .softmax = er_gen_softmax,
     .silu_mul = er_gen_silu_mul,
+    .gelu_mul = er_gen_gelu_mul,
     .add = er_gen_add,
     .argmax = er_gen_argmax,
     .attention = er_gen_attention,
@@ -56,3 +57,8 @@ static const er_kernels k_generic = {
 };
 
 const er_kernels *er_kernels_generic(void) { return &k_generic; }
+
+er_family_kernels er_kernels_family(const er_kernels *k) {
+    er_family_kernels f = {.gelu_mul = k->gelu_mul ? k->gelu_mul : er_gen_gelu_mul};
+    return f;
+}

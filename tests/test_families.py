@@ -1,0 +1,152 @@
+"""Conformance of each model family against transformers (float32), on the
+file llama.cpp's converter wrote (../shared/data/models/families; skipped
+when absent).
+
+The logits after every token must be within 1e-4 of the largest reference
+logit, in prefill (in chunks of n_batch) and in decode (one token per step),
+at 1, 2 and 3 threads; 40 tokens pass gemma3's sliding window of 16 more than
+twice. Greedy generation must give the same tokens on every CPU kernel table
+this machine runs.
+
+gemma3: llama.cpp's converter stores Gemma's RMSNorm weights as 1 + w, added
+in float16, so the file's norms differ from the checkpoint's by up to 2^-11.
+The reference model is given the file's norms (w = file - 1, in float32), so
+that what is compared is the arithmetic, not the converter's rounding; the
+test also checks the file's norms are that rounding and nothing else.
+"""
+import numpy as np
+import pytest
+
+import edgerun
+from family_files import FAMILIES, family_dir, llamacpp_file
+
+N_TOKENS = 40
+TOL = 1e-4
+
+_GEMMA_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
+                "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
+                "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}
+
+
+def _gguf_name(hf_name):
+    if hf_name == "model.norm.weight":
+        return "output_norm.weight"
+    parts = hf_name.split(".")
+    return f"blk.{parts[2]}.{_GEMMA_NORMS['.'.join(parts[3:-1])]}.weight"
+
+
+def _file_norms_into(hf, path):
+    """Gemma: the reference takes the file's 1 + w norms (see the docstring)."""
+    import gguf
+    import torch
+    tensors = {t.name: np.array(t.data) for t in gguf.GGUFReader(str(path)).tensors}
+    with torch.no_grad():
+        for name, p in hf.state_dict().items():
+            if name.endswith("norm.weight"):
+                stored = tensors[_gguf_name(name)].astype(np.float32)
+                ckpt = p.numpy()
+                # the converter's rounding of 1 + w to float16, nothing more
+                assert np.array_equal(stored, (1.0 + ckpt).astype(np.float16).astype(np.float32)) or \
+                    np.abs(stored - (1.0 + ckpt)).max() <= 2.0 ** -10, name
+                p.copy_(torch.from_numpy(stored - 1.0))
+
+
+_REF = {}
+
+
+def reference(shared_data, fam):
+    """(ids, logits (N_TOKENS, n_vocab)) from transformers in float32, once per family."""
+    if fam not in _REF:
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
+        d = family_dir(shared_data, fam)
+        hf = transformers.AutoModelForCausalLM.from_pretrained(d / "hf", dtype=torch.float32)
+        hf.eval()
+        if fam == "gemma3":
+            _file_norms_into(hf, llamacpp_file(shared_data, fam))
+        ids = [int(i) for i in np.random.RandomState(7).randint(3, hf.config.vocab_size, N_TOKENS)]
+        with torch.no_grad():
+            logits = hf(torch.tensor([ids])).logits[0].numpy()
+        _REF[fam] = (ids, logits)
+    return _REF[fam]
+
+
+def _hp(m):
+    """er_hparams of an open model, every field (Model.hparams lists the older ones)."""
+    from edgerun._ffi import ffi, lib
+    hp = ffi.new("er_hparams *")
+    assert lib.er_model_hparams(m._ptr, hp) == 0
+    return hp
+
+
+def _rel(got, ref):
+    return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_prefill_matches_transformers(shared_data, fam, threads):
+    ids, ref = reference(shared_data, fam)
+    with edgerun.Model(str(llamacpp_file(shared_data, fam)), n_ctx=64, n_batch=16, n_threads=threads) as m:
+        got = m.logits(ids)
+    assert _rel(got, ref) < TOL
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_decode_matches_transformers(shared_data, fam, threads):
+    """A short prompt, then one token per step well past gemma3's window."""
+    ids, ref = reference(shared_data, fam)
+    with edgerun.Model(str(llamacpp_file(shared_data, fam)), n_ctx=64, n_threads=threads) as m:
+        with m.session() as s:
+            first = 5
+            rows = [s.decode(ids[:first])]
+            rows += [s.decode([t]) for t in ids[first:]]
+    got = np.stack(rows)
+    assert _rel(got, ref[first - 1:]) < TOL
+
+
+def _tables(path):
+    """Every kernel table this build and CPU run (generic, avx2, avx512vnni, ...)."""
+    from edgerun import errors
+    out = []
+    for isa in ("generic", "avx2", "avx512vnni", "neon", "neon-dotprod", "neon-i8mm", "sve"):
+        try:
+            with edgerun.Model(str(path), n_ctx=16, isa=isa):
+                out.append(isa)
+        except errors.UnsupportedError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_greedy_tokens_equal_across_tables(shared_data, fam):
+    path = llamacpp_file(shared_data, fam)
+    ids, _ = reference(shared_data, fam)
+    got = {}
+    tables = _tables(path)
+    assert "generic" in tables and len(tables) >= 1
+    for isa in tables:
+        with edgerun.Model(str(path), n_ctx=64, isa=isa, n_threads=2) as m:
+            got[isa] = m.generate(ids[:6], max_tokens=40, stop_at_eos=False)
+    assert len(set(map(tuple, got.values()))) == 1, got
+    assert len(got["generic"]) == 40
+
+
+def test_llama3_rope_scaling_is_applied(shared_data):
+    """Without rope_freqs.weight the same file differs from transformers by
+    ~1e-3: the test above would catch it being ignored."""
+    ids, ref = reference(shared_data, "llama3-rope-scaling")
+    with edgerun.Model(str(llamacpp_file(shared_data, "llama3-rope-scaling")), n_ctx=64) as m:
+        assert _hp(m).rope_freq_factors == 1
+        assert _rel(m.logits(ids), ref) < TOL
+
+
+def test_hparams_describe_the_family(shared_data):
+    with edgerun.Model(str(llamacpp_file(shared_data, "gemma3")), n_ctx=64) as m:
+        hp = _hp(m)
+        assert m.hparams["arch"] == "gemma3"
+        assert hp.sliding_window == 16 and hp.rope_freq_base_swa == 10000.0 and hp.rope_freq_base == 1e6
+        assert hp.final_logit_softcap == 0.0 and hp.rope_scale == 1.0
+    with edgerun.Model(str(llamacpp_file(shared_data, "phi3")), n_ctx=64) as m:
+        assert _hp(m).n_rot == 12 and m.hparams["head_dim"] == 24
