@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_kernels_qemu.sh — cross-compiles the kernel tests (runtime_c/tests/
 # test_kernels_isa.c, every table against generic; test_repack_arm.c, every
-# table's interleaved layouts) for aarch64 and runs them under qemu-aarch64
+# table's interleaved layouts; test_quant_vectors.c, every table's
+# dequantizers against gguf-py's bits) for aarch64 and runs them under qemu-aarch64
 # on the CPUs our boards stand for, SVE up to 2048 bits (the board tests in
 # CI stop at 512):
 #   cortex-a72        NEON only            (table "neon"; no SDOT)
@@ -27,7 +28,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I$ROOT/runtime_c/inclu
 # The same split as kernels/meson.build: baseline files, then each ISA
 # library with its own -march.
 compile_kernel_objs
-for t in test_kernels_isa test_repack_arm; do
+for t in test_kernels_isa test_repack_arm test_quant_vectors; do
     $CC $CFLAGS -static -o "$BUILD/$t" \
         "$K"/*.c "$K"/generic/*.c "$K/neon/table_neon.c" "$K/sve/table_sve.c" "$ROOT/runtime_c/src/error.c" \
         "$ROOT/runtime_c/tests/$t.c" "$BUILD"/*.o -lm -pthread || { echo "link failed: $t"; exit 1; }
@@ -41,6 +42,8 @@ run() { # label cpu-spec
     log="$BUILD/$1.log" rlog="$BUILD/$1-repack.log" res=ok
     "$QEMU" -cpu "$2" "$BUILD/test_kernels_isa" >"$log" 2>&1 || res=FAIL
     "$QEMU" -cpu "$2" "$BUILD/test_repack_arm" >"$rlog" 2>&1 || res=FAIL
+    "$QEMU" -cpu "$2" "$BUILD/test_quant_vectors" "$ROOT/runtime_c/tests/data/quant_vectors.bin" >>"$log" 2>&1 ||
+        res=FAIL
     tables=$(grep -E '^table .* (ok|FAILED)$' "$log" | awk '{printf "%s%s:%s", sep, $2, $3; sep=" "}')
     rows=$(grep -E '^table .* rows each (ok|FAILED)$' "$rlog" | awk '{printf "%s%s:%s", sep, $2, $5; sep=" "}')
     auto=$(sed -n 's/^automatic choice: \([^:]*\):.*/\1/p' "$log")

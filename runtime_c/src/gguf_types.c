@@ -24,7 +24,8 @@ static const type_block kBlocks[] = {
     [GGML_Q4_1] = {32, 20},   [GGML_Q5_0] = {32, 22},    [GGML_Q5_1] = {32, 24},
     [GGML_Q8_0] = {32, 34},   [GGML_Q8_1] = {32, 36},    [GGML_Q2_K] = {256, 84},
     [GGML_Q3_K] = {256, 110}, [GGML_Q4_K] = {256, 144},  [GGML_Q5_K] = {256, 176},
-    [GGML_Q6_K] = {256, 210}, [GGML_Q8_K] = {256, 292},  [GGML_BF16] = {1, 2},
+    [GGML_Q6_K] = {256, 210}, [GGML_Q8_K] = {256, 292},  [GGML_IQ4_NL] = {32, 18},
+    [GGML_IQ4_XS] = {256, 136}, [GGML_BF16] = {1, 2},
 };
 
 /* Names for every id llama.cpp has assigned, including ones we cannot parse,

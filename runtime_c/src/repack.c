@@ -39,7 +39,7 @@ static int rows_for(const er_kernels *k, int wt, uint64_t n_in, uint64_t n_out) 
     if (wt < 0 || wt >= ER_W_COUNT || !k->repack[wt] || !k->matmul_repacked[wt]) return 0;
     int r = k->repack_rows[wt];
     /* whole blocks per row: the layouts interleave blocks, never split one */
-    const uint64_t blk = wt >= ER_W_Q4_K ? ER_QK_K : ER_QK4_0;
+    const uint64_t blk = (uint64_t)er_wtype_block_elems(wt);
     return r > 0 && n_out % (uint64_t)r == 0 && n_in % blk == 0 ? r : 0;
 }
 

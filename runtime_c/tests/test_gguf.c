@@ -364,6 +364,7 @@ static void test_type_facts(void) {
         {GGML_Q5_1, 32, 24, "Q5_1"},   {GGML_Q8_0, 32, 34, "Q8_0"},    {GGML_Q8_1, 32, 36, "Q8_1"},
         {GGML_Q2_K, 256, 84, "Q2_K"},  {GGML_Q3_K, 256, 110, "Q3_K"},  {GGML_Q4_K, 256, 144, "Q4_K"},
         {GGML_Q5_K, 256, 176, "Q5_K"}, {GGML_Q6_K, 256, 210, "Q6_K"},  {GGML_Q8_K, 256, 292, "Q8_K"},
+        {GGML_IQ4_NL, 32, 18, "IQ4_NL"}, {GGML_IQ4_XS, 256, 136, "IQ4_XS"},
     };
     for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
         uint32_t e = 0, bb = 0;

@@ -151,9 +151,19 @@ static void test_bf16_and_types(void) {
     CHECK(er_wtype_from_ggml(12) == ER_W_Q4_K && er_wtype_from_ggml(13) == ER_W_Q5_K &&
               er_wtype_from_ggml(14) == ER_W_Q6_K,
           "K-quant type map");
-    CHECK(er_wtype_from_ggml(3) == -1 && er_wtype_from_ggml(15) == -1 && er_wtype_from_ggml(9999) == -1,
+    CHECK(er_wtype_from_ggml(3) == ER_W_Q4_1 && er_wtype_from_ggml(6) == ER_W_Q5_0 && er_wtype_from_ggml(7) == ER_W_Q5_1 &&
+              er_wtype_from_ggml(10) == ER_W_Q2_K && er_wtype_from_ggml(11) == ER_W_Q3_K &&
+              er_wtype_from_ggml(20) == ER_W_IQ4_NL && er_wtype_from_ggml(23) == ER_W_IQ4_XS,
+          "issue 25 type map");
+    CHECK(er_wtype_from_ggml(9) == -1 && er_wtype_from_ggml(15) == -1 && er_wtype_from_ggml(16) == -1 &&
+              er_wtype_from_ggml(9999) == -1,
           "unsupported ggml types");
     CHECK(sizeof(er_block_q8_0) == 34 && sizeof(er_block_q4_0) == 18, "block sizes");
+    /* llama.cpp's block_* sizes: a padded struct would misread every file */
+    CHECK(sizeof(er_block_q4_1) == 20 && sizeof(er_block_q5_0) == 22 && sizeof(er_block_q5_1) == 24 &&
+              sizeof(er_block_iq4_nl) == 18 && sizeof(er_block_iq4_xs) == 136 && sizeof(er_block_q2_k) == 84 &&
+              sizeof(er_block_q3_k) == 110,
+          "issue 25 block sizes");
     CHECK(er_act_row_bytes(ER_ACT_F32, 10) == 40, "f32 act row");
     CHECK(er_act_row_bytes(ER_ACT_Q8_0, 64) == 68, "q8 act row");
     CHECK(er_act_row_bytes(ER_ACT_Q8_0, 0) == 0, "empty act row");

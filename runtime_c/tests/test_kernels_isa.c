@@ -7,12 +7,14 @@
  *  - quantize_row_q8_0 / q8_k, dequant_row, add, f32->f16: bit-identical to
  *    generic (f16->f32 too, except that a NaN need only stay a NaN of the
  *    same sign: F16C/FCVT quiet signalling NaNs).
- *  - K-quant dots and matmuls: bit-identical (exact integer super-block sums
- *    and the shared float tail of kquant.h), and generic's dot within 1e-6 *
- *    sum|w*x| of the double reference built from its dequantizer.
- *  - Q8_0/Q4_0 dots: the same exact integer block sums, accumulated in float
- *    in another order: within 1e-6 * sum|w*x| of the double reference (the
- *    integer parts are exact, only the n/32 float additions round).
+ *  - K-quant (and IQ4_XS) dots and matmuls: bit-identical (exact integer
+ *    super-block sums and the shared float tail of kquant.h), and generic's
+ *    dot within 1e-6 * sum|w*x| of the double reference built from its
+ *    dequantizer.
+ *  - Q8_0/Q4_0/Q5_0/IQ4_NL dots: the same exact integer block sums,
+ *    accumulated in float in another order: within 1e-6 * sum|w*x| of the
+ *    double reference (the integer parts are exact, only the n/32 float
+ *    additions round); Q4_1/Q5_1 within 4e-6 (their min term cancels).
  *  - F32/F16/BF16 dots: within 4e-7 * sqrt(n) * sum|w*x| of the double
  *    reference, as generic is held to.
  *  - rope_cs: bit-identical to generic (separate products, no FMA).
@@ -49,7 +51,8 @@ static uint32_t rnd_u32(void) { return (uint32_t)(rnd_u64() >> 32); }
 static float rnd_f(void) { return (float)((double)(rnd_u64() >> 11) * 0x1p-53 * 2.0 - 1.0); }
 static er_f16 rnd_scale(void) { return er_f32_to_f16(0.0005f + 0.02f * (rnd_f() + 1.0f)); }
 
-static const char *const k_wnames[ER_W_COUNT] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"};
+static const char *const k_wnames[ER_W_COUNT] = {"f32",  "f16",  "bf16",   "q8_0",   "q4_0", "q4_k", "q5_k", "q6_k",
+                                                 "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q3_k", "q2_k"};
 
 enum { NMAX = 4096 + 256, RMAX = 13, MMAX = 9 };
 
@@ -63,14 +66,18 @@ static size_t row_bytes(int t, int n) {
     case ER_W_Q4_0: return (size_t)n / 32 * sizeof(er_block_q4_0);
     case ER_W_Q4_K: return (size_t)n / 256 * sizeof(er_block_q4_k);
     case ER_W_Q5_K: return (size_t)n / 256 * sizeof(er_block_q5_k);
-    default: return (size_t)n / 256 * sizeof(er_block_q6_k);
+    case ER_W_Q6_K: return (size_t)n / 256 * sizeof(er_block_q6_k);
+    case ER_W_Q4_1: return (size_t)n / 32 * sizeof(er_block_q4_1);
+    case ER_W_Q5_0: return (size_t)n / 32 * sizeof(er_block_q5_0);
+    case ER_W_Q5_1: return (size_t)n / 32 * sizeof(er_block_q5_1);
+    case ER_W_IQ4_NL: return (size_t)n / 32 * sizeof(er_block_iq4_nl);
+    case ER_W_IQ4_XS: return (size_t)n / 256 * sizeof(er_block_iq4_xs);
+    case ER_W_Q3_K: return (size_t)n / 256 * sizeof(er_block_q3_k);
+    default: return (size_t)n / 256 * sizeof(er_block_q2_k);
     }
 }
 
-static int block_elems(int t) {
-    if (t <= ER_W_BF16) return 1;
-    return t <= ER_W_Q4_0 ? 32 : 256;
-}
+static int block_elems(int t) { return er_wtype_block_elems(t); }
 
 /* Random bytes with every scale field set to a finite positive half, so the
  * dot products stay finite while every quant bit pattern is exercised. */
@@ -111,8 +118,42 @@ static void fill_row(int t, void *row, int n) {
             ((er_block_q5_k *)row)[b].dmin = rnd_scale();
         }
         break;
-    default:
+    case ER_W_Q6_K:
         for (int b = 0; b < n / 256; b++) ((er_block_q6_k *)row)[b].d = rnd_scale();
+        break;
+    /* the mins of Q4_1/Q5_1 near -8 (-16) quanta, as a quantizer sets them
+     * for weights around zero, so the two terms of the dot cancel */
+    case ER_W_Q4_1:
+        for (int b = 0; b < n / 32; b++) {
+            er_block_q4_1 *k = (er_block_q4_1 *)row + b;
+            k->d = rnd_scale();
+            k->m = er_f32_to_f16(-er_f16_to_f32(k->d) * (7.0f + rnd_f()));
+        }
+        break;
+    case ER_W_Q5_1:
+        for (int b = 0; b < n / 32; b++) {
+            er_block_q5_1 *k = (er_block_q5_1 *)row + b;
+            k->d = rnd_scale();
+            k->m = er_f32_to_f16(-er_f16_to_f32(k->d) * (15.0f + rnd_f()));
+        }
+        break;
+    case ER_W_Q5_0:
+        for (int b = 0; b < n / 32; b++) ((er_block_q5_0 *)row)[b].d = rnd_scale();
+        break;
+    case ER_W_IQ4_NL:
+        for (int b = 0; b < n / 32; b++) ((er_block_iq4_nl *)row)[b].d = rnd_scale();
+        break;
+    case ER_W_IQ4_XS:
+        for (int b = 0; b < n / 256; b++) ((er_block_iq4_xs *)row)[b].d = rnd_scale();
+        break;
+    case ER_W_Q3_K:
+        for (int b = 0; b < n / 256; b++) ((er_block_q3_k *)row)[b].d = rnd_scale();
+        break;
+    default:
+        for (int b = 0; b < n / 256; b++) {
+            ((er_block_q2_k *)row)[b].d = rnd_scale();
+            ((er_block_q2_k *)row)[b].dmin = rnd_scale();
+        }
         break;
     }
 }
@@ -160,13 +201,17 @@ static double ref_dot(int t, int kind, const void *w, const void *xa, int n, dou
     return s;
 }
 
-static int is_kquant(int t) { return t >= ER_W_Q4_K; }
+/* the types whose super-block dot is one exact integer sum and kquant.h's
+ * float tail: every table's result is generic's, bit for bit */
+static int is_kquant(int t) { return er_wtype_block_elems(t) == ER_QK_K; }
 
 /* Allowed distance from the double reference; 0 means "bit-identical to
  * generic" instead. */
 static double dot_tol(int t, int n, double mag) {
     if (is_kquant(t)) return 0;
-    if (t == ER_W_Q8_0 || t == ER_W_Q4_0) return 1e-6 * mag + 1e-30;
+    if (t == ER_W_Q8_0 || t == ER_W_Q4_0 || t == ER_W_Q5_0 || t == ER_W_IQ4_NL) return 1e-6 * mag + 1e-30;
+    /* Q4_1/Q5_1: d q and m terms of up to ~4x |w| cancel per block */
+    if (t == ER_W_Q4_1 || t == ER_W_Q5_1) return 4e-6 * mag + 1e-30;
     return 4e-7 * sqrt((double)n) * mag + 1e-7;
 }
 
@@ -257,8 +302,9 @@ static void check_dots(const er_kernels *k, const er_kernels *g) {
     static const int n_q32[] = {32, 64, 96, 256, 480, 4096, 4096 + 32};
     static const int n_qk[] = {256, 512, 768, 4096};
     for (int t = 0; t < ER_W_COUNT; t++) {
-        const int *ns = t <= ER_W_BF16 ? n_float : t <= ER_W_Q4_0 ? n_q32 : n_qk;
-        int cnt = t <= ER_W_BF16 ? 11 : t <= ER_W_Q4_0 ? 7 : 4;
+        const int be = er_wtype_block_elems(t);
+        const int *ns = be == 1 ? n_float : be == 32 ? n_q32 : n_qk;
+        int cnt = be == 1 ? 11 : be == 32 ? 7 : 4;
         int bad = 0;
         for (int ni = 0; ni < cnt; ni++) {
             int n = ns[ni];
@@ -293,7 +339,7 @@ static void check_matmul(const er_kernels *k, const er_kernels *g) {
     for (int t = 0; t < ER_W_COUNT; t++) {
         /* F32 rows of 4100 floats exceed the kernels' 128 KiB weight chunk
          * every 7 rows, so chunk boundaries fall inside [r0, r1) */
-        const int n = t == ER_W_F32 ? 4100 : t <= ER_W_Q4_0 ? 96 + 1 * (t == ER_W_F16) : 512;
+        const int n = t == ER_W_F32 ? 4100 : er_wtype_block_elems(t) <= 32 ? 96 + 1 * (t == ER_W_F16) : 512;
         const size_t rb = row_bytes(t, n);
         for (int r = 0; r < RMAX; r++) fill_row(t, w + r * rb, n);
         const int kind = k->act_kind[t];

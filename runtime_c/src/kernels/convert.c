@@ -61,10 +61,17 @@ int er_wtype_from_ggml(uint32_t ggml_type) {
     case 0: return ER_W_F32;
     case 1: return ER_W_F16;
     case 2: return ER_W_Q4_0;
+    case 3: return ER_W_Q4_1;
+    case 6: return ER_W_Q5_0;
+    case 7: return ER_W_Q5_1;
     case 8: return ER_W_Q8_0;
+    case 10: return ER_W_Q2_K;
+    case 11: return ER_W_Q3_K;
     case 12: return ER_W_Q4_K;
     case 13: return ER_W_Q5_K;
     case 14: return ER_W_Q6_K;
+    case 20: return ER_W_IQ4_NL;
+    case 23: return ER_W_IQ4_XS;
     case 30: return ER_W_BF16;
     default: return -1;
     }

@@ -8,8 +8,9 @@
  * missing feature.
  *
  * Conventions: `n` is the element count of a row; quantized rows hold n/32
- * blocks (n must be a multiple of 32 for Q8_0/Q4_0, of 256 for the K-quants,
- * whose rows hold n/256 super-blocks). Weight matrices are
+ * blocks (n must be a multiple of 32 for Q8_0/Q4_0 and the other 32-element
+ * types, of 256 for the K-quants and IQ4_XS, whose rows hold n/256
+ * super-blocks: er_wtype_block_elems). Weight matrices are
  * row-major with ne[0] = n columns contiguous, as in GGUF.
  */
 #ifndef ER_KERNELS_H
@@ -86,8 +87,94 @@ typedef struct {
     int16_t bsums[ER_QK_K / 16];
 } er_block_q8_k;              /* 292 bytes */
 
-/* Weight types the table indexes (dense, small). */
-enum er_wtype { ER_W_F32 = 0, ER_W_F16, ER_W_BF16, ER_W_Q8_0, ER_W_Q4_0, ER_W_Q4_K, ER_W_Q5_K, ER_W_Q6_K, ER_W_COUNT };
+/* ---- the types small published models ship in (issue 25) -----------------
+ * Q4_1, Q5_0, Q5_1 and IQ4_NL: blocks of 32, the fallbacks llama.cpp's
+ * K-quant mixes use on rows that are not a multiple of 256 (widths 576,
+ * 640, 960 ...); IQ4_XS, Q3_K and Q2_K: super-blocks of 256. In every
+ * 32-element type element j of a block is the low nibble of qs[j] and
+ * element j+16 the high nibble, as in Q4_0. */
+
+/* Q4_1: value = d * q + m, q the 4-bit nibble (0..15). */
+typedef struct {
+    er_f16 d;
+    er_f16 m;
+    uint8_t qs[ER_QK4_0 / 2];
+} er_block_q4_1;              /* 20 bytes */
+
+/* Q5_0: value = d * (q - 16), q = nibble | bit j of qh (little-endian
+ * 32-bit) << 4 for element j. */
+typedef struct {
+    er_f16 d;
+    uint8_t qh[4];
+    uint8_t qs[ER_QK4_0 / 2];
+} er_block_q5_0;              /* 22 bytes */
+
+/* Q5_1: value = d * q + m, q as in Q5_0 without the offset. */
+typedef struct {
+    er_f16 d;
+    er_f16 m;
+    uint8_t qh[4];
+    uint8_t qs[ER_QK4_0 / 2];
+} er_block_q5_1;              /* 24 bytes */
+
+/* IQ4_NL: value = d * er_iq4nl_values[nibble], a non-linear 4-bit grid. */
+typedef struct {
+    er_f16 d;
+    uint8_t qs[ER_QK4_0 / 2];
+} er_block_iq4_nl;            /* 18 bytes */
+
+/* The 16 levels of IQ4_NL and IQ4_XS (llama.cpp's kvalues_iq4nl). */
+extern const int8_t er_iq4nl_values[16];
+
+/* IQ4_XS: IQ4_NL's grid in super-blocks of 256, eight sub-blocks of 32 with
+ * 6-bit scales: sub-block j has ls = (scales_l[j/2] >> 4*(j%2) & 15) |
+ * ((scales_h >> 2j & 3) << 4) and value = d * (ls - 32) * grid[nibble];
+ * its elements are the nibbles of qs[16j .. 16j+15] as in IQ4_NL. */
+typedef struct {
+    er_f16 d;
+    uint16_t scales_h;
+    uint8_t scales_l[ER_QK_K / 64];
+    uint8_t qs[ER_QK_K / 2];
+} er_block_iq4_xs;            /* 136 bytes */
+
+/* Q2_K: sixteen sub-blocks of 16; element e (half h = e/128, j = e%128/32,
+ * l = e%32) is q = qs[32h + l] >> 2j & 3, and value = d * (scales[e/16] &
+ * 15) * q - dmin * (scales[e/16] >> 4). */
+typedef struct {
+    uint8_t scales[ER_QK_K / 16];
+    uint8_t qs[ER_QK_K / 4];
+    er_f16 d;
+    er_f16 dmin;
+} er_block_q2_k;              /* 84 bytes */
+
+/* Q3_K: element e (h, j, l as in Q2_K) has low bits qs[32h + l] >> 2j & 3
+ * and q = low - 4 when bit 4h+j of hmask[l] is clear (low when set); value
+ * = d * (s[e/16] - 32) * q, the sixteen 6-bit scales s packed in scales[12]
+ * (er_q3k_scales in kquant.h). */
+typedef struct {
+    uint8_t hmask[ER_QK_K / 8];
+    uint8_t qs[ER_QK_K / 4];
+    uint8_t scales[12];
+    er_f16 d;
+} er_block_q3_k;              /* 110 bytes */
+
+/* Weight types the table indexes (dense, small). The types of issue 25
+ * follow Q6_K, so no earlier index moved; nothing may assume the order
+ * says a block size (er_wtype_block_elems does). */
+enum er_wtype {
+    ER_W_F32 = 0, ER_W_F16, ER_W_BF16, ER_W_Q8_0, ER_W_Q4_0, ER_W_Q4_K, ER_W_Q5_K, ER_W_Q6_K,
+    ER_W_Q4_1, ER_W_Q5_0, ER_W_Q5_1, ER_W_IQ4_NL, ER_W_IQ4_XS, ER_W_Q3_K, ER_W_Q2_K,
+    ER_W_COUNT
+};
+
+/* Elements per block of a weight type: 1 (float types), 32 or 256. */
+static inline int er_wtype_block_elems(int wt) {
+    switch (wt) {
+    case ER_W_F32: case ER_W_F16: case ER_W_BF16: return 1;
+    case ER_W_Q4_K: case ER_W_Q5_K: case ER_W_Q6_K: case ER_W_IQ4_XS: case ER_W_Q3_K: case ER_W_Q2_K: return ER_QK_K;
+    default: return ER_QK8_0;
+    }
+}
 
 /* Maps a GGML type id to an er_wtype, or -1 if no kernel handles it. */
 int er_wtype_from_ggml(uint32_t ggml_type);
@@ -105,7 +192,17 @@ enum er_act_kind { ER_ACT_F32 = 0, ER_ACT_Q8_0 = 1, ER_ACT_Q8_K = 2, ER_ACT_COUN
       [ER_W_Q4_0] = ER_ACT_Q8_0, \
       [ER_W_Q4_K] = ER_ACT_Q8_K, \
       [ER_W_Q5_K] = ER_ACT_Q8_K, \
-      [ER_W_Q6_K] = ER_ACT_Q8_K }
+      [ER_W_Q6_K] = ER_ACT_Q8_K, \
+      /* llama.cpp dots Q4_1/Q5_1 with Q8_1 (Q8_0 plus the block sum, */ \
+      /* which these dots take from the int8 quants instead), */ \
+      /* Q5_0 and IQ4_NL with Q8_0, the 256-element types with Q8_K */ \
+      [ER_W_Q4_1] = ER_ACT_Q8_0, \
+      [ER_W_Q5_0] = ER_ACT_Q8_0, \
+      [ER_W_Q5_1] = ER_ACT_Q8_0, \
+      [ER_W_IQ4_NL] = ER_ACT_Q8_0, \
+      [ER_W_IQ4_XS] = ER_ACT_Q8_K, \
+      [ER_W_Q3_K] = ER_ACT_Q8_K, \
+      [ER_W_Q2_K] = ER_ACT_Q8_K }
 
 /*
  * Matrix product Y[b][r] = dot(W row r, X row b) for rows r in [r0, r1) and

@@ -54,4 +54,33 @@ static inline int32_t er_kq6_offset_sum(const int8_t scales[16], const int16_t b
     return 32 * s;
 }
 
+/* The sixteen scales of a Q3_K super-block, as signed s - 32 (-32..31):
+ * scale i takes its low nibble from byte i % 8 (low nibble for i < 8, high
+ * for i >= 8) and its top two bits from byte 8 + i % 4, bits 2*(i/4). */
+static inline void er_q3k_scales(const uint8_t s[12], int8_t out[16]) {
+    for (int i = 0; i < 16; i++) {
+        const int lo = (s[i % 8] >> (4 * (i / 8))) & 0x0f;
+        const int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        out[i] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+
+/* The eight scales of an IQ4_XS super-block, as signed ls - 32 (-32..31). */
+static inline void er_iq4xs_scales(const er_block_iq4_xs *b, int8_t out[8]) {
+    for (int j = 0; j < 8; j++) {
+        const int lo = (b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0f;
+        const int hi = (b->scales_h >> (2 * j)) & 3;
+        out[j] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+
+/* Sum of scales[j] * bsums[j] over the 16 sub-blocks of 16 (Q2_K's mins,
+ * Q3_K's offset of 4 for kernels that multiply unsigned q + 4). */
+static inline int32_t er_kq_bsum16(const int8_t scales[16], const int16_t bsums[16]) {
+    int32_t s = 0;
+    for (int j = 0; j < 16; j++)
+        s += (int32_t)scales[j] * (int32_t)bsums[j];
+    return s;
+}
+
 #endif

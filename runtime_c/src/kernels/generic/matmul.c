@@ -29,3 +29,10 @@ void er_gen_matmul_q4_0(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q4_
 void er_gen_matmul_q4_k(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q4_k); }
 void er_gen_matmul_q5_k(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q5_k); }
 void er_gen_matmul_q6_k(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q6_k); }
+void er_gen_matmul_q4_1(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q4_1); }
+void er_gen_matmul_q5_0(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q5_0); }
+void er_gen_matmul_q5_1(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q5_1); }
+void er_gen_matmul_iq4_nl(const er_matmul_args *a) { matmul_with(a, er_gen_dot_iq4_nl); }
+void er_gen_matmul_iq4_xs(const er_matmul_args *a) { matmul_with(a, er_gen_dot_iq4_xs); }
+void er_gen_matmul_q3_k(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q3_k); }
+void er_gen_matmul_q2_k(const er_matmul_args *a) { matmul_with(a, er_gen_dot_q2_k); }

@@ -25,7 +25,22 @@
     void p##_matmul_q4_0(const er_matmul_args *a);                                                                 \
     void p##_matmul_q4_k(const er_matmul_args *a);                                                                 \
     void p##_matmul_q5_k(const er_matmul_args *a);                                                                 \
-    void p##_matmul_q6_k(const er_matmul_args *a);
+    void p##_matmul_q6_k(const er_matmul_args *a);                                                                 \
+    /* the types of issue 25 (q_more_neon.c) */                                                                    \
+    float p##_dot_q4_1(int n, const void *w_row, const void *x_row);                                               \
+    float p##_dot_q5_0(int n, const void *w_row, const void *x_row);                                               \
+    float p##_dot_q5_1(int n, const void *w_row, const void *x_row);                                               \
+    float p##_dot_iq4_nl(int n, const void *w_row, const void *x_row);                                             \
+    float p##_dot_iq4_xs(int n, const void *w_row, const void *x_row);                                             \
+    float p##_dot_q3_k(int n, const void *w_row, const void *x_row);                                               \
+    float p##_dot_q2_k(int n, const void *w_row, const void *x_row);                                               \
+    void p##_matmul_q4_1(const er_matmul_args *a);                                                                 \
+    void p##_matmul_q5_0(const er_matmul_args *a);                                                                 \
+    void p##_matmul_q5_1(const er_matmul_args *a);                                                                 \
+    void p##_matmul_iq4_nl(const er_matmul_args *a);                                                               \
+    void p##_matmul_iq4_xs(const er_matmul_args *a);                                                               \
+    void p##_matmul_q3_k(const er_matmul_args *a);                                                                 \
+    void p##_matmul_q2_k(const er_matmul_args *a);                                                                 
 
 ER_NEON_Q_DECL(er_neon)
 ER_NEON_Q_DECL(er_neondp)

@@ -24,6 +24,32 @@
 #include "repack_neon.h"
 #include "../generic/generic.h"
 
+/* the types of issue 25 (q_more_neon.c; dequantizers generic) */
+#define NEON_NEW_DOTS(p) \
+    [ER_W_Q4_1] = p##_dot_q4_1, \
+    [ER_W_Q5_0] = p##_dot_q5_0, \
+    [ER_W_Q5_1] = p##_dot_q5_1, \
+    [ER_W_IQ4_NL] = p##_dot_iq4_nl, \
+    [ER_W_IQ4_XS] = p##_dot_iq4_xs, \
+    [ER_W_Q3_K] = p##_dot_q3_k, \
+    [ER_W_Q2_K] = p##_dot_q2_k
+#define NEON_NEW_MATMULS(p) \
+    [ER_W_Q4_1] = p##_matmul_q4_1, \
+    [ER_W_Q5_0] = p##_matmul_q5_0, \
+    [ER_W_Q5_1] = p##_matmul_q5_1, \
+    [ER_W_IQ4_NL] = p##_matmul_iq4_nl, \
+    [ER_W_IQ4_XS] = p##_matmul_iq4_xs, \
+    [ER_W_Q3_K] = p##_matmul_q3_k, \
+    [ER_W_Q2_K] = p##_matmul_q2_k
+#define NEW_DEQUANTS \
+    [ER_W_Q4_1] = er_gen_dequant_q4_1, \
+    [ER_W_Q5_0] = er_gen_dequant_q5_0, \
+    [ER_W_Q5_1] = er_gen_dequant_q5_1, \
+    [ER_W_IQ4_NL] = er_gen_dequant_iq4_nl, \
+    [ER_W_IQ4_XS] = er_gen_dequant_iq4_xs, \
+    [ER_W_Q3_K] = er_gen_dequant_q3_k, \
+    [ER_W_Q2_K] = er_gen_dequant_q2_k
+
 /* p: the dots' prefix; q8, q4: the repacked Q8_0/Q4_0 matmuls */
 #define NEON_TABLE(tname, p, q8, q4)                                                                               \
     {                                                                                                              \
@@ -31,15 +57,15 @@
         .act_kind = ER_ACT_KINDS,                                                                           \
         .vec_dot = {[ER_W_F32] = er_neon_dot_f32, [ER_W_F16] = er_neon_dot_f16, [ER_W_BF16] = er_neon_dot_bf16,    \
                     [ER_W_Q8_0] = p##_dot_q8_0, [ER_W_Q4_0] = p##_dot_q4_0, [ER_W_Q4_K] = p##_dot_q4_k,            \
-                    [ER_W_Q5_K] = p##_dot_q5_k, [ER_W_Q6_K] = p##_dot_q6_k},                                       \
+                    [ER_W_Q5_K] = p##_dot_q5_k, [ER_W_Q6_K] = p##_dot_q6_k, NEON_NEW_DOTS(p)},                        \
         .matmul = {[ER_W_F32] = er_neon_matmul_f32, [ER_W_F16] = er_neon_matmul_f16,                               \
                    [ER_W_BF16] = er_neon_matmul_bf16, [ER_W_Q8_0] = p##_matmul_q8_0,                               \
                    [ER_W_Q4_0] = p##_matmul_q4_0, [ER_W_Q4_K] = p##_matmul_q4_k, [ER_W_Q5_K] = p##_matmul_q5_k,    \
-                   [ER_W_Q6_K] = p##_matmul_q6_k},                                                                 \
+                   [ER_W_Q6_K] = p##_matmul_q6_k, NEON_NEW_MATMULS(p)},                                               \
         .dequant_row = {[ER_W_F32] = er_gen_dequant_f32, [ER_W_F16] = er_neon_dequant_f16,                         \
                         [ER_W_BF16] = er_neon_dequant_bf16, [ER_W_Q8_0] = er_gen_dequant_q8_0,                     \
                         [ER_W_Q4_0] = er_gen_dequant_q4_0, [ER_W_Q4_K] = er_gen_dequant_q4_k,                      \
-                        [ER_W_Q5_K] = er_gen_dequant_q5_k, [ER_W_Q6_K] = er_gen_dequant_q6_k},                     \
+                        [ER_W_Q5_K] = er_gen_dequant_q5_k, [ER_W_Q6_K] = er_gen_dequant_q6_k, NEW_DEQUANTS},       \
         .quantize_row_q8_0 = er_neon_quantize_row_q8_0, .quantize_row_q8_k = er_neon_quantize_row_q8_k,            \
         .rmsnorm = er_neon_rmsnorm, .rope = er_gen_rope, .softmax = er_neon_softmax, .silu_mul = er_neon_silu_mul, \
         .rope_cs = er_neon_rope_cs,\

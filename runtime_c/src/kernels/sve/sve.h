@@ -22,6 +22,14 @@ float er_sve_dot_q4_0(int n, const void *w_row, const void *x_row);
 float er_sve_dot_q4_k(int n, const void *w_row, const void *x_row);
 float er_sve_dot_q5_k(int n, const void *w_row, const void *x_row);
 float er_sve_dot_q6_k(int n, const void *w_row, const void *x_row);
+/* the types of issue 25 (q_more_sve.c) */
+float er_sve_dot_q4_1(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q5_0(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q5_1(int n, const void *w_row, const void *x_row);
+float er_sve_dot_iq4_nl(int n, const void *w_row, const void *x_row);
+float er_sve_dot_iq4_xs(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q3_k(int n, const void *w_row, const void *x_row);
+float er_sve_dot_q2_k(int n, const void *w_row, const void *x_row);
 
 void er_sve_matmul_f32(const er_matmul_args *a);
 void er_sve_matmul_f16(const er_matmul_args *a);
@@ -31,6 +39,13 @@ void er_sve_matmul_q4_0(const er_matmul_args *a);
 void er_sve_matmul_q4_k(const er_matmul_args *a);
 void er_sve_matmul_q5_k(const er_matmul_args *a);
 void er_sve_matmul_q6_k(const er_matmul_args *a);
+void er_sve_matmul_q4_1(const er_matmul_args *a);
+void er_sve_matmul_q5_0(const er_matmul_args *a);
+void er_sve_matmul_q5_1(const er_matmul_args *a);
+void er_sve_matmul_iq4_nl(const er_matmul_args *a);
+void er_sve_matmul_iq4_xs(const er_matmul_args *a);
+void er_sve_matmul_q3_k(const er_matmul_args *a);
+void er_sve_matmul_q2_k(const er_matmul_args *a);
 
 /* The G-row layouts (repack_sve.h), G = er_sve_group_rows() = svcntw():
  * writers (repack_q_sve.c) and matmuls on them. */

@@ -105,6 +105,13 @@ float er_avx2_dot_q4_0(int n, const void *w_row, const void *x_row);
 float er_avx2_dot_q4_k(int n, const void *w_row, const void *x_row);
 float er_avx2_dot_q5_k(int n, const void *w_row, const void *x_row);
 float er_avx2_dot_q6_k(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q4_1(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q5_0(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q5_1(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_iq4_nl(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_iq4_xs(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q3_k(int n, const void *w_row, const void *x_row);
+float er_avx2_dot_q2_k(int n, const void *w_row, const void *x_row);
 
 void er_avx2_matmul_f32(const er_matmul_args *a);
 void er_avx2_matmul_f16(const er_matmul_args *a);
@@ -114,6 +121,13 @@ void er_avx2_matmul_q4_0(const er_matmul_args *a);
 void er_avx2_matmul_q4_k(const er_matmul_args *a);
 void er_avx2_matmul_q5_k(const er_matmul_args *a);
 void er_avx2_matmul_q6_k(const er_matmul_args *a);
+void er_avx2_matmul_q4_1(const er_matmul_args *a);
+void er_avx2_matmul_q5_0(const er_matmul_args *a);
+void er_avx2_matmul_q5_1(const er_matmul_args *a);
+void er_avx2_matmul_iq4_nl(const er_matmul_args *a);
+void er_avx2_matmul_iq4_xs(const er_matmul_args *a);
+void er_avx2_matmul_q3_k(const er_matmul_args *a);
+void er_avx2_matmul_q2_k(const er_matmul_args *a);
 
 void er_avx2_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 /* The Q4_0 and Q8_0 8-row layout, for blocks of an f16 scale followed by

@@ -25,6 +25,13 @@
             [ER_W_Q4_K] = er_avx2_dot_q4_k,                                                                           \
             [ER_W_Q5_K] = er_avx2_dot_q5_k,                                                                           \
             [ER_W_Q6_K] = er_avx2_dot_q6_k,                                                                           \
+            [ER_W_Q4_1] = er_avx2_dot_q4_1,                                                                            \
+            [ER_W_Q5_0] = er_avx2_dot_q5_0,                                                                            \
+            [ER_W_Q5_1] = er_avx2_dot_q5_1,                                                                            \
+            [ER_W_IQ4_NL] = er_avx2_dot_iq4_nl,                                                                        \
+            [ER_W_IQ4_XS] = er_avx2_dot_iq4_xs,                                                                        \
+            [ER_W_Q3_K] = er_avx2_dot_q3_k,                                                                            \
+            [ER_W_Q2_K] = er_avx2_dot_q2_k,                                                                            \
         },                                                                                                            \
         .matmul = {                                                                                                   \
             [ER_W_F32] = er_avx2_matmul_f32,                                                                          \
@@ -35,6 +42,13 @@
             [ER_W_Q4_K] = er_avx2_matmul_q4_k,                                                                        \
             [ER_W_Q5_K] = er_avx2_matmul_q5_k,                                                                        \
             [ER_W_Q6_K] = er_avx2_matmul_q6_k,                                                                        \
+            [ER_W_Q4_1] = er_avx2_matmul_q4_1,                                                                         \
+            [ER_W_Q5_0] = er_avx2_matmul_q5_0,                                                                         \
+            [ER_W_Q5_1] = er_avx2_matmul_q5_1,                                                                         \
+            [ER_W_IQ4_NL] = er_avx2_matmul_iq4_nl,                                                                     \
+            [ER_W_IQ4_XS] = er_avx2_matmul_iq4_xs,                                                                     \
+            [ER_W_Q3_K] = er_avx2_matmul_q3_k,                                                                         \
+            [ER_W_Q2_K] = er_avx2_matmul_q2_k,                                                                         \
         },                                                                                                            \
         .dequant_row = {                                                                                              \
             [ER_W_F32] = er_gen_dequant_f32,                                                                          \
@@ -45,6 +59,13 @@
             [ER_W_Q4_K] = er_gen_dequant_q4_k,                                                                        \
             [ER_W_Q5_K] = er_gen_dequant_q5_k,                                                                        \
             [ER_W_Q6_K] = er_gen_dequant_q6_k,                                                                        \
+            [ER_W_Q4_1] = er_gen_dequant_q4_1,                                                                        \
+            [ER_W_Q5_0] = er_gen_dequant_q5_0,                                                                        \
+            [ER_W_Q5_1] = er_gen_dequant_q5_1,                                                                        \
+            [ER_W_IQ4_NL] = er_gen_dequant_iq4_nl,                                                                    \
+            [ER_W_IQ4_XS] = er_gen_dequant_iq4_xs,                                                                    \
+            [ER_W_Q3_K] = er_gen_dequant_q3_k,                                                                        \
+            [ER_W_Q2_K] = er_gen_dequant_q2_k,                                                                        \
         },                                                                                                            \
         .quantize_row_q8_0 = er_avx2_quantize_row_q8_0,                                                               \
         .quantize_row_q8_k = er_avx2_quantize_row_q8_k,                                                               \

@@ -1,0 +1,151 @@
+/*
+ * qk23_avx2.c — Q2_K, Q3_K and IQ4_XS weights against Q8_K activations,
+ * AVX2.
+ *
+ * As qk_avx2.c: the weights become bytes that one maddubs multiplies with
+ * the activations, the sub-block scales are applied in integer by madd, and
+ * each super-block ends as exact int32 isum/imin fed to kquant.h's shared
+ * float tail, so every result equals generic's bit for bit.
+ *  Q2_K: codes 0..3 (32 at a time: one shift and mask of a 32-byte load),
+ *        scales per 16 as int16 pairs, mins by one madd with the bsums.
+ *  Q3_K: q + 4 unsigned (0..7: the two low bits, 4 where the hmask bit is
+ *        set), less 4 Σ scale * bsum, which undoes the offset exactly.
+ *  IQ4_XS: the grid by pshufb (signed, |v| <= 127: maddubs of |w| with x
+ *        carrying w's sign), one signed 6-bit scale per 32.
+ * matmul takes the single-row dot per (row, activation): the super-block
+ * work is all integer and decode (m = 1) is what these small types serve.
+ */
+#include <string.h>
+
+#include "avx2.h"
+#include "../kquant.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static ALWAYS_INLINE __m256i ld(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* The scale vectors madd applies to 32 products: for half h of a
+ * super-block (both lanes holding int16 scales 8h..8h+7, from half_scales)
+ * and pair j, scale 8h+2j in the low lane and 8h+2j+1 in the high one: one
+ * in-lane shuffle, where building each from scalars took eight
+ * instructions, most of the Q3_K dot's count. */
+static ALWAYS_INLINE __m256i half_scales(__m256i s16, const int h) {
+    return h ? _mm256_permute2x128_si256(s16, s16, 0x11) : _mm256_permute2x128_si256(s16, s16, 0x00);
+}
+
+static ALWAYS_INLINE __m256i pair_scales(__m256i sh, const int j) {
+    const char a = (char)(4 * j), b = (char)(4 * j + 2);
+    return _mm256_shuffle_epi8(sh, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                    a, a + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b,
+                                                    b + 1, b, b + 1, b, b + 1));
+}
+
+/* er_q3k_scales with 32-bit word operations (the same bits) */
+static ALWAYS_INLINE __m128i q3k_scales(const uint8_t s[12]) {
+    uint32_t a[3], o[4];
+    memcpy(a, s, 12);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    o[0] = (a[0] & m4) | ((a[2] & m2) << 4);
+    o[1] = (a[1] & m4) | (((a[2] >> 2) & m2) << 4);
+    o[2] = ((a[0] >> 4) & m4) | (((a[2] >> 4) & m2) << 4);
+    o[3] = ((a[1] >> 4) & m4) | (((a[2] >> 6) & m2) << 4);
+    return _mm_sub_epi8(_mm_set_epi32((int)o[3], (int)o[2], (int)o[1], (int)o[0]), _mm_set1_epi8(32));
+}
+
+float er_avx2_dot_q2_k(int n, const void *w_row, const void *x_row) {
+    const er_block_q2_k *w = w_row;
+    const er_block_q8_k *x = x_row;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    float sum = 0.0f;
+    for (int i = 0; i < n / ER_QK_K; i++) {
+        const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w[i].scales);
+        const __m256i s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, m4));
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = ld(w[i].qs + 32 * h), sh = half_scales(s16, h);
+            const int8_t *xs = x[i].qs + 128 * h;
+            for (int j = 0; j < 4; j++) {
+                const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(xs + 32 * j)), pair_scales(sh, j)));
+            }
+        }
+        /* the mins: the high nibbles of the 16 scale bytes, as int16 */
+        const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+        const int32_t imin = er_avx2_hsum_epi32(_mm256_madd_epi16(ld(x[i].bsums), mn));
+        sum = er_kq_accum(sum, _cvtsh_ss(w[i].d), _cvtsh_ss(w[i].dmin), x[i].d, er_avx2_hsum_epi32(acc), imin);
+    }
+    return sum;
+}
+
+float er_avx2_dot_q3_k(int n, const void *w_row, const void *x_row) {
+    const er_block_q3_k *w = w_row;
+    const er_block_q8_k *x = x_row;
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    float sum = 0.0f;
+    for (int i = 0; i < n / ER_QK_K; i++) {
+        const __m256i s16 = _mm256_cvtepi8_epi16(q3k_scales(w[i].scales));
+        const __m256i hm = ld(w[i].hmask);
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = ld(w[i].qs + 32 * h), sh = half_scales(s16, h);
+            const int8_t *xs = x[i].qs + 128 * h;
+            for (int j = 0; j < 4; j++) {
+                /* hmask bit 4h+j moved to bit 2 (a 16-bit shift: bit 2 of
+                 * each byte comes from within the same byte) */
+                const int b = 4 * h + j;
+                const __m256i hb = _mm256_and_si256(b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b), four);
+                const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3), hb);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(xs + 32 * j)), pair_scales(sh, j)));
+            }
+        }
+        /* 4 Σ s bsum: the offset of the unsigned q + 4 */
+        const int32_t off = er_avx2_hsum_epi32(_mm256_madd_epi16(ld(x[i].bsums), s16));
+        sum = er_kq_accum(sum, _cvtsh_ss(w[i].d), 0.0f, x[i].d, er_avx2_hsum_epi32(acc) - 4 * off, 0);
+    }
+    return sum;
+}
+
+float er_avx2_dot_iq4_xs(int n, const void *w_row, const void *x_row) {
+    const er_block_iq4_xs *w = w_row;
+    const er_block_q8_k *x = x_row;
+    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)er_iq4nl_values));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    float sum = 0.0f;
+    for (int i = 0; i < n / ER_QK_K; i++) {
+        int8_t ls[8];
+        er_iq4xs_scales(&w[i], ls);
+        int64_t ls8;
+        memcpy(&ls8, ls, 8);
+        /* the eight int16 scales in both lanes; pair_scales-like shuffles
+         * broadcast scale j */
+        const __m256i l16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(ls8)));
+        __m256i acc = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(w[i].qs + 16 * j));
+            const __m256i v = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(ld(x[i].qs + 32 * j), v));
+            const __m256i sj = _mm256_shuffle_epi8(l16, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sj));
+        }
+        sum = er_kq_accum(sum, _cvtsh_ss(w[i].d), 0.0f, x[i].d, er_avx2_hsum_epi32(acc), 0);
+    }
+    return sum;
+}
+
+typedef float (*dot_fn)(int n, const void *w_row, const void *x_row);
+
+/* weight row outer, activation rows inner: each row's blocks stay in L1
+ * for the m dots */
+static ALWAYS_INLINE void matmul_rows(const er_matmul_args *a, dot_fn dot) {
+    for (int r = a->r0; r < a->r1; r++) {
+        const void *wr = (const unsigned char *)a->w + (size_t)r * a->w_row_bytes;
+        for (int b = 0; b < a->m; b++)
+            a->y[(size_t)b * a->y_stride + (size_t)r] =
+                dot(a->n, wr, (const unsigned char *)a->x + (size_t)b * a->x_stride);
+    }
+}
+
+void er_avx2_matmul_q2_k(const er_matmul_args *a) { matmul_rows(a, er_avx2_dot_q2_k); }
+void er_avx2_matmul_q3_k(const er_matmul_args *a) { matmul_rows(a, er_avx2_dot_q3_k); }
+void er_avx2_matmul_iq4_xs(const er_matmul_args *a) { matmul_rows(a, er_avx2_dot_iq4_xs); }
