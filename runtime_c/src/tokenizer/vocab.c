@@ -25,6 +25,7 @@ typedef struct meta {
     bool has_types, has_scores;
     uint64_t n, n_merges;
     uint64_t text_bytes;      /* sum of token lengths */
+    uint64_t ud_spaces;       /* spaces in SPM user-defined tokens (stored as "▁", 2 bytes more) */
     uint64_t max_merge;       /* longest merge string */
     uint64_t n_special;
     uint64_t n_unknown;       /* UNKNOWN tokens: SPM decodes them as " ⁇ " */
@@ -111,6 +112,19 @@ static int read_meta(const gguf_file *f, meta *m) {
             if (t == ER_TT_CONTROL || t == ER_TT_USER_DEFINED || t == ER_TT_UNKNOWN) m->n_special++;
             if (t == ER_TT_UNKNOWN) m->n_unknown++;
         }
+        if (m->kind == ER_VOCAB_SPM) {
+            cur = m->tokens.arr_data;
+            for (uint64_t i = 0; i < m->n; i++) {
+                er_str s = gguf_arr_next_str(&cur);
+                int32_t t;
+                memcpy(&t, m->types.arr_data + 4 * i, 4);
+                if (t != ER_TT_USER_DEFINED) continue;
+                for (uint64_t k = 0; k < s.len; k++) m->ud_spaces += s.ptr[k] == ' ';
+            }
+            if (m->text_bytes + 2 * m->ud_spaces + m->n + 8 > 0xFFFFFFF0ull)
+                return er_fail(ER_EUNSUPPORTED, "token texts total %llu bytes; at most 4 GiB is supported",
+                               (unsigned long long)(m->text_bytes + 2 * m->ud_spaces));
+        }
     }
 
     if (gguf_find_kv(f, "tokenizer.ggml.scores", &kv)) {
@@ -162,7 +176,7 @@ static int read_meta(const gguf_file *f, meta *m) {
 static size_t plan_bytes(const meta *m) {
     size_t b = 0;
     b += er_align_up(sizeof(er_vocab));
-    b += er_align_up((size_t)(m->text_bytes + m->n));          /* text + NULs */
+    b += er_align_up((size_t)(m->text_bytes + 2 * m->ud_spaces + m->n)); /* text + NULs */
     b += er_align_up(4 * (size_t)(m->n + 1));                   /* text_off */
     b += er_align_up((size_t)(m->text_bytes + 5 * m->n_unknown) + 1); /* dec */
     b += er_align_up(4 * (size_t)(m->n + 1));                   /* dec_off */
@@ -337,8 +351,8 @@ static void sort_specials(const er_vocab *v, uint32_t *a, uint32_t n) {
 
 /* Defaults that follow the pre-tokenizer name when the file is silent (the
  * choices llama.cpp makes for these names): Llama 3 and the models that copy
- * its tokenizer add BOS and take whole-token words without merging; Qwen2's
- * tokenizer.json normalizes to NFC. */
+ * its tokenizer add BOS and take whole-token words without merging; Qwen's
+ * tokenizer.json (Qwen2 to Qwen3.5) normalizes to NFC, which llama.cpp skips. */
 static void family_defaults(const gguf_file *f, er_vocab *v) {
     static const char *const llama3_like[] = {"llama3", "llama-v3", "llama-bpe", "falcon3",
                                               "falcon-h1", "pixtral", "midm-2.0", "lfm2"};
@@ -349,7 +363,8 @@ static void family_defaults(const gguf_file *f, er_vocab *v) {
         for (size_t i = 0; i < sizeof llama3_like / sizeof llama3_like[0]; i++)
             if (er_str_eq(pre, llama3_like[i])) v->add_bos = v->ignore_merges = 1;
     }
-    v->normalizer = (v->kind == ER_VOCAB_BPE && v->pre == ER_PRE_QWEN2) ? ER_NORM_NFC : ER_NORM_NONE;
+    v->normalizer = (v->kind == ER_VOCAB_BPE && (v->pre == ER_PRE_QWEN2 || v->pre == ER_PRE_QWEN35))
+                        ? ER_NORM_NFC : ER_NORM_NONE;
 }
 
 static int read_options(const gguf_file *f, er_vocab *v) {
@@ -421,7 +436,7 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         return er_fail(ER_ENOMEM_ARENA, "tokenizer section holds %zu bytes, needs %zu", a->size - a->off, need);
 
     er_vocab *v = take(a, sizeof *v);
-    char *text = take(a, (size_t)(m.text_bytes + m.n));
+    char *text = take(a, (size_t)(m.text_bytes + 2 * m.ud_spaces + m.n));
     uint32_t *text_off = take(a, 4 * (size_t)(m.n + 1));
     uint8_t *dec = take(a, (size_t)(m.text_bytes + 5 * m.n_unknown) + 1);
     uint32_t *dec_off = take(a, 4 * (size_t)(m.n + 1));
@@ -459,11 +474,27 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         const uint8_t *p = (const uint8_t *)s.ptr;
         size_t n = (size_t)s.len;
         text_off[i] = to;
-        memcpy(text + to, p, n);
-        text[to + n] = '\0';
-        to += (uint32_t)n + 1;
-        dec_off[i] = dof;
         int t = type[i];
+        if (m.kind == ER_VOCAB_SPM && t == ER_TT_USER_DEFINED) {
+            /* llama.cpp's converter writes the "▁" of user-defined pieces
+             * (Gemma's whitespace runs) as spaces. Hugging Face keeps them
+             * as "▁": its tokenizer matches "▁▁" literally in the text and
+             * reaches it from spaces only by merging, ranked with every
+             * other piece. Storing the "▁" form makes both happen here: the
+             * piece table holds it and tokenize.c matches it literally. */
+            for (size_t k = 0; k < n; k++) {
+                if (p[k] == ' ') {
+                    text[to++] = (char)0xE2; text[to++] = (char)0x96; text[to++] = (char)0x81;
+                } else {
+                    text[to++] = (char)p[k];
+                }
+            }
+        } else {
+            memcpy(text + to, p, n);
+            to += (uint32_t)n;
+        }
+        text[to++] = '\0';
+        dec_off[i] = dof;
         if (t == ER_TT_UNKNOWN && m.kind == ER_VOCAB_SPM) {
             /* sentencepiece renders the unknown piece as " ⁇ " (U+2047), whatever its text */
             static const uint8_t unk_surface[5] = {' ', 0xE2, 0x81, 0x87, ' '};
