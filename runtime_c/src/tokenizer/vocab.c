@@ -25,7 +25,7 @@ typedef struct meta {
     bool has_types, has_scores;
     uint64_t n, n_merges;
     uint64_t text_bytes;      /* sum of token lengths */
-    uint64_t ud_spaces;       /* spaces in SPM user-defined tokens (stored as "▁", 2 bytes more) */
+    uint64_t ud_spaces;       /* bytes of SPM user-defined all-space tokens (stored as "▁": 2 bytes more each) */
     uint64_t max_merge;       /* longest merge string */
     uint64_t n_special;
     uint64_t n_unknown;       /* UNKNOWN tokens: SPM decodes them as " ⁇ " */
@@ -65,6 +65,12 @@ static int get_flag(const gguf_file *f, const char *key, int dflt, int *out) {
     if (!gguf_get_bool(f, key, &b)) return er_fail(ER_ECORRUPT, "%s is not a boolean", key);
     *out = b ? 1 : 0;
     return ER_OK;
+}
+
+static bool all_spaces(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ') return false;
+    return n > 0;
 }
 
 static int read_meta(const gguf_file *f, meta *m) {
@@ -118,8 +124,7 @@ static int read_meta(const gguf_file *f, meta *m) {
                 er_str s = gguf_arr_next_str(&cur);
                 int32_t t;
                 memcpy(&t, m->types.arr_data + 4 * i, 4);
-                if (t != ER_TT_USER_DEFINED) continue;
-                for (uint64_t k = 0; k < s.len; k++) m->ud_spaces += s.ptr[k] == ' ';
+                if (t == ER_TT_USER_DEFINED && all_spaces(s.ptr, (size_t)s.len)) m->ud_spaces += s.len;
             }
             if (m->text_bytes + 2 * m->ud_spaces + m->n + 8 > 0xFFFFFFF0ull)
                 return er_fail(ER_EUNSUPPORTED, "token texts total %llu bytes; at most 4 GiB is supported",
@@ -475,19 +480,18 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         size_t n = (size_t)s.len;
         text_off[i] = to;
         int t = type[i];
-        if (m.kind == ER_VOCAB_SPM && t == ER_TT_USER_DEFINED) {
-            /* llama.cpp's converter writes the "▁" of user-defined pieces
-             * (Gemma's whitespace runs) as spaces. Hugging Face keeps them
-             * as "▁": its tokenizer matches "▁▁" literally in the text and
-             * reaches it from spaces only by merging, ranked with every
-             * other piece. Storing the "▁" form makes both happen here: the
-             * piece table holds it and tokenize.c matches it literally. */
+        if (m.kind == ER_VOCAB_SPM && t == ER_TT_USER_DEFINED && all_spaces(s.ptr, n)) {
+            /* Gemma's user-defined whitespace pieces "▁▁" ... are written by
+             * llama.cpp's converter as runs of spaces. Hugging Face keeps them
+             * as "▁▁" (not normalized): it matches them literally in the
+             * text, and reaches them from spaces only by merging, ranked
+             * with the other pieces, which is not always the longest run
+             * (more spaces than the longest piece). Storing the "▁" form
+             * gives both: the piece table holds it and tokenize.c matches
+             * it literally. Only all-space tokens: one such as "a b" may be
+             * a normalized added token whose spaces are meant as spaces. */
             for (size_t k = 0; k < n; k++) {
-                if (p[k] == ' ') {
-                    text[to++] = (char)0xE2; text[to++] = (char)0x96; text[to++] = (char)0x81;
-                } else {
-                    text[to++] = (char)p[k];
-                }
+                text[to++] = (char)0xE2; text[to++] = (char)0x96; text[to++] = (char)0x81;
             }
         } else {
             memcpy(text + to, p, n);
