@@ -423,3 +423,61 @@ def test_gemma_spm_fuzz(gemma, flavour):
 
     run()
     assert not bad, f"{flavour}: {bad}"
+
+
+# ---------------------------------------------------------------- added tokens that strip whitespace
+
+STRIP_TEXTS = [
+    "<|user|>\nHello<|end|>\n<|assistant|>\n", "<|user|>  \t\n  spaced <|end|>   \n\n<|assistant|>",
+    "a <|end|> b", "x   <|lft|>   y", "<|lft|>", "   <|lft|>", "<|both|>", " \u3000\u00a0<|both|>\u2029\u0085 z",
+    "<|sep|>  after", "before  <|sep|>", "<|user|><|end|><|assistant|>", "<|lft|><|lft|>  <|both|>  <|both|>",
+    "nothing special here", "<|end|>" + " " * 40 + "tail", "\n\n<|lft|>\n\n<|both|>\n\n",
+]
+
+
+@pytest.fixture(scope="module")
+def stripping(tmp_path_factory):
+    """Phi-3's chat tokens are rstrip=true in its tokenizer.json (and </s> is a
+    non-special rstrip token); lstrip exists too. A real tokenizer.json with
+    such added tokens (<|sep|> plays </s>) is the reference; the GGUF names them in
+    tokenizer.ggml.lstrip_token_ids / rstrip_token_ids."""
+    from gguf import GGUFValueType as T
+    from tokenizers import AddedToken
+    src = HF / "qwen3"
+    if not (src / "tokenizer.json").exists():
+        pytest.skip(f"{src} is absent")
+    root = tmp_path_factory.mktemp("strip")
+    tok = tokenizers.Tokenizer.from_file(str(src / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken("<|user|>", rstrip=True, normalized=False),
+                            AddedToken("<|end|>", rstrip=True, normalized=False),
+                            AddedToken("<|assistant|>", rstrip=True, normalized=False),
+                            AddedToken("<|lft|>", lstrip=True, normalized=False),
+                            AddedToken("<|both|>", lstrip=True, rstrip=True, normalized=False)])
+    tok.add_tokens([AddedToken("<|sep|>", rstrip=True, normalized=False, special=False)])
+    d = root / "hf"
+    d.mkdir()
+    tok.save(str(d / "tokenizer.json"))
+    kv = tokenizer_kv(d)
+    ids = {t: tok.token_to_id(t) for t in ("<|user|>", "<|end|>", "<|assistant|>", "<|lft|>", "<|both|>", "<|sep|>")}
+    kv += [("tokenizer.ggml.lstrip_token_ids", [ids["<|lft|>"], ids["<|both|>"]], T.ARRAY),
+           ("tokenizer.ggml.rstrip_token_ids", [ids[t] for t in ("<|user|>", "<|end|>", "<|assistant|>", "<|both|>",
+                                                                 "<|sep|>")], T.ARRAY)]
+    return HFRef(d / "tokenizer.json"), Tokenizer.from_file(write_gguf(root / "strip.gguf", kv)), kv
+
+
+def test_added_tokens_strip_whitespace_as_hf(stripping):
+    ref, ours, _ = stripping
+    for text in STRIP_TEXTS:
+        for parse in (False, True):
+            assert ours.encode(text, add_special=False, parse_special=parse) == \
+                ref.encode(text, parse_special=parse), (text, parse)
+
+
+def test_strip_ids_must_name_added_tokens(stripping, tmp_path):
+    from gguf import GGUFValueType as T
+    from edgerun.errors import CorruptModelError
+    kv = [(k, v, t) for k, v, t in stripping[2] if k != "tokenizer.ggml.rstrip_token_ids"]
+    for bad in ([9906], [10 ** 7]):  # "Hello", a normal piece; past the vocabulary
+        path = write_gguf(tmp_path / f"bad{bad[0]}.gguf", kv + [("tokenizer.ggml.rstrip_token_ids", bad, T.ARRAY)])
+        with pytest.raises(CorruptModelError, match="rstrip_token_ids"):
+            Tokenizer.from_file(path)

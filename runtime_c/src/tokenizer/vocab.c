@@ -29,6 +29,8 @@ typedef struct meta {
     uint64_t max_merge;       /* longest merge string */
     uint64_t n_special;
     uint64_t n_unknown;       /* UNKNOWN tokens: SPM decodes them as " ⁇ " */
+    gguf_kv strip_ids[2];     /* tokenizer.ggml.lstrip_token_ids / rstrip_token_ids */
+    bool has_strip[2];
     uint32_t piece_cap, merge_cap;
 } meta;
 
@@ -66,6 +68,11 @@ static int get_flag(const gguf_file *f, const char *key, int dflt, int *out) {
     *out = b ? 1 : 0;
     return ER_OK;
 }
+
+/* Hugging Face's AddedToken lstrip / rstrip: the token also takes the
+ * whitespace before / after it. GGUF has no standard key; our converter
+ * writes these. */
+static const char *const strip_keys[2] = {"tokenizer.ggml.lstrip_token_ids", "tokenizer.ggml.rstrip_token_ids"};
 
 static bool all_spaces(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -174,6 +181,26 @@ static int read_meta(const gguf_file *f, meta *m) {
             m->pre = p;
         }
     }
+    for (int k = 0; k < 2; k++) {
+        const char *key = strip_keys[k];
+        if (!gguf_find_kv(f, key, &kv)) continue;
+        if (!gguf_get_arr(f, key, GGUF_I32, &m->strip_ids[k]) && !gguf_get_arr(f, key, GGUF_U32, &m->strip_ids[k]))
+            return er_fail(ER_ECORRUPT, "%s is not an array of 32-bit token ids", key);
+        for (uint64_t i = 0; i < m->strip_ids[k].arr_n; i++) {
+            uint32_t id;
+            memcpy(&id, m->strip_ids[k].arr_data + 4 * i, 4);
+            int32_t t = ER_TT_NORMAL;
+            if (id < m->n && m->has_types) memcpy(&t, m->types.arr_data + 4 * (size_t)id, 4);
+            if (id >= m->n)
+                return er_fail(ER_ECORRUPT, "%s names token %u; the vocabulary has %llu", key, id,
+                               (unsigned long long)m->n);
+            /* Only added tokens are matched in the text, so only they can strip. */
+            if (t != ER_TT_CONTROL && t != ER_TT_USER_DEFINED && t != ER_TT_UNKNOWN)
+                return er_fail(ER_ECORRUPT, "%s names token %u, which is not an added (control or user-defined) token",
+                               key, id);
+        }
+        m->has_strip[k] = true;
+    }
     m->piece_cap = pow2_at_least(2 * m->n);
     return ER_OK;
 }
@@ -194,6 +221,7 @@ static size_t plan_bytes(const meta *m) {
         b += er_align_up((size_t)m->max_merge + 1);             /* decoded merge text */
     }
     b += er_align_up(4 * (size_t)(m->n_special + 1));
+    if (m->has_strip[0] || m->has_strip[1]) b += er_align_up((size_t)m->n); /* strip */
     return b;
 }
 
@@ -452,8 +480,10 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
     er_merge *merge_tab = m.kind == ER_VOCAB_BPE ? take(a, sizeof(er_merge) * (size_t)m.merge_cap) : NULL;
     uint8_t *mbuf = m.kind == ER_VOCAB_BPE ? take(a, (size_t)m.max_merge + 1) : NULL;
     uint32_t *special = take(a, 4 * (size_t)(m.n_special + 1));
+    uint8_t *strip = (m.has_strip[0] || m.has_strip[1]) ? take(a, (size_t)m.n) : NULL;
     if (!v || !text || !text_off || !dec || !dec_off || !type || !whole || (m.kind == ER_VOCAB_SPM && !score) || !piece_tab ||
-        (m.kind == ER_VOCAB_BPE && (!merge_tab || !mbuf)) || !special)
+        (m.kind == ER_VOCAB_BPE && (!merge_tab || !mbuf)) || !special ||
+        ((m.has_strip[0] || m.has_strip[1]) && !strip))
         return er_fail(ER_ENOMEM_ARENA, "tokenizer section is smaller than er_vocab_plan said");
 
     memset(v, 0, sizeof *v);
@@ -636,6 +666,18 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         v->special_first[b] = k;
     }
     v->special_first[256] = ns;
+
+    if (strip) {
+        memset(strip, 0, (size_t)m.n);
+        for (int k = 0; k < 2; k++) {
+            for (uint64_t i = 0; m.has_strip[k] && i < m.strip_ids[k].arr_n; i++) {
+                uint32_t id;
+                memcpy(&id, m.strip_ids[k].arr_data + 4 * i, 4);
+                strip[id] |= (uint8_t)(k == 0 ? ER_STRIP_LEFT : ER_STRIP_RIGHT);
+            }
+        }
+        v->strip = strip;
+    }
 
     if ((rc = read_options(f, v))) return rc;
 
