@@ -2,9 +2,11 @@
  * spm.c — SentencePiece BPE (tokenizer.ggml.model = "llama").
  *
  * The text becomes one symbol per UTF-8 character (spaces as "▁", plus the
- * dummy-prefix "▁"); then, repeatedly, the adjacent pair whose concatenation
- * is the vocabulary piece with the highest score merges (ties: leftmost),
- * exactly as sentencepiece's BPE model and llama.cpp do. Symbols that are not
+ * dummy-prefix "▁" when the file asks for it); then, repeatedly, the adjacent
+ * pair whose concatenation is the vocabulary piece with the highest score
+ * merges, as sentencepiece's BPE model and llama.cpp do. Where scores tie,
+ * and for user-defined pieces (Gemma's whitespace runs), the order is
+ * Hugging Face's: see pair_above and try_pair. Symbols that are not
  * pieces fall back to "<0xXX>" byte tokens, or — without byte tokens — to the
  * unknown token, one per run of unknown symbols as sentencepiece emits it.
  *
@@ -39,8 +41,8 @@ size_t er_spm_scratch_bytes(size_t len) {
 
 /* Max-heap on score. Equal scores (sentencepiece gives every user-defined
  * piece 0) go by the merged piece's id, then the shorter left part, then the
- * leftmost pair: the rank order of the merges Hugging Face derives from a
- * SentencePiece model (merged id, then left length), which for distinct
+ * leftmost pair: the rank order transformers gives the merges it derives
+ * from a SentencePiece model (merged id, then left length), which for distinct
  * scores is the score order, since sentencepiece numbers pieces by
  * descending score. Only equal scores tell it from sentencepiece's own
  * order (leftmost first): a run of spaces longer than the longest
