@@ -103,6 +103,9 @@ PY="$VENV/bin/python"
 PIP_REQS=(
   "torch==2.13.0"
   transformers tokenizers sentencepiece safetensors gguf
+  # transformers reads a tokenizer.model (Gemma's tokenizer class, the
+  # reference of tests/test_tokenizer_families.py) through protobuf.
+  protobuf
   pytest hypothesis cffi numpy meson-python "meson>=1.1" ninja
   # HF tokenizers classify characters with Unicode 16; Python 3.11's own
   # unicodedata is 14, so the table-freshness test needs the backport.

@@ -57,6 +57,14 @@ DS_LETTERS = (
 DS_PUNCT = "!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002"
 DS_CJK = "\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff"
 PORO_RE = " ?[^(\\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+"
+# Qwen3.5 (llama.cpp's `qwen35`): Qwen2's regex with \p{M} joining letters.
+QWEN35_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"
+             r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# o200k as GPT-4o-style tokenizer.json files (Phi-4-mini; llama.cpp's `gpt-4o`) write it.
+GPT4O_RE = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+            r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}|"
+            r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 REFERENCE = {
     "gpt2": None,  # ByteLevel(use_regex=True): the regex built into HF
@@ -69,6 +77,11 @@ REFERENCE = {
     "starcoder": [r"\p{N}", GPT2_RE],
     "poro": [PORO_RE],
     "viking": [PORO_RE, r"\p{N}"],
+    "qwen35": [QWEN35_RE],
+    "gpt-4o": [GPT4O_RE],
+    # SmolLM/SmolLM2's own tokenizer.json: Digits(individual_digits) then the
+    # GPT-2 ByteLevel regex; llama.cpp's `smollm` runs the starcoder pair.
+    "smollm": "digits+bytelevel",
 }
 
 # Names that must resolve to each family (a sample of the name table; llama.cpp's spellings).
@@ -82,6 +95,8 @@ ALIASES = {
     "starcoder": ["starcoder", "refact", "command-r", "smollm", "codeshell", "exaone"],
     "poro": ["poro-chat", "bloom", "gpt3-finnish"],
     "viking": ["viking"],
+    "qwen35": ["qwen35"],
+    "gpt-4o": ["gpt-4o"],
 }
 
 
@@ -89,6 +104,9 @@ def hf_pretokenizer(name):
     regs = REFERENCE[name]
     if regs is None:
         return pt.ByteLevel(add_prefix_space=False, use_regex=True)
+    if regs == "digits+bytelevel":
+        return pt.Sequence([pt.Digits(individual_digits=True),
+                            pt.ByteLevel(add_prefix_space=False, use_regex=True)])
     return pt.Sequence([pt.Split(Regex(r), behavior="isolated", invert=False) for r in regs])
 
 

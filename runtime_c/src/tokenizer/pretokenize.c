@@ -137,6 +137,18 @@ static int kind_of(uint32_t cp)
     return K_OTHER;
 }
 
+/* kind_of where combining marks count as letters: Qwen3.5's regex writes
+ * `[\p{L}\p{M}]` for letters and `[^\s\p{L}\p{M}\p{N}]` for the rest, so a
+ * mark never starts or joins a punctuation piece there. No ASCII character
+ * is a mark. */
+static int kind_lm(uint32_t cp, int marks)
+{
+    int k = kind_of(cp);
+    if (marks && k == K_OTHER && cp >= 0x300 && er_ucat_is_mark(er_unicode_category(cp)))
+        return K_LETTER;
+    return k;
+}
+
 /* ---- scanning helpers --------------------------------------------------- */
 
 /* Decodes the character at s[p] (p < end) and sets *next past it. */
@@ -148,16 +160,21 @@ static uint32_t dec(const char *s, size_t p, size_t end, size_t *next)
     return cp;
 }
 
-/* End of the run of characters of kind k starting at p. */
-static size_t run_kind(const char *s, size_t p, size_t end, int k)
+/* End of the run of characters of kind k (kind_lm with `marks`) starting at p. */
+static size_t run_kind_lm(const char *s, size_t p, size_t end, int k, int marks)
 {
     while (p < end) {
         size_t q;
-        if (kind_of(dec(s, p, end, &q)) != k)
+        if (kind_lm(dec(s, p, end, &q), marks) != k)
             break;
         p = q;
     }
     return p;
+}
+
+static size_t run_kind(const char *s, size_t p, size_t end, int k)
+{
+    return run_kind_lm(s, p, end, k, 0);
 }
 
 /* End of at most max (0 = unbounded) characters of class cls from p; *count gets how many. */
@@ -195,6 +212,8 @@ static size_t match_space_tail(const char *s, size_t p, size_t end)
 }
 
 /* ---- the regex families ------------------------------------------------- */
+
+static size_t match_ws(const char *s, size_t p, size_t end);
 
 /* GPT-2 byte-level: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  * Every character starts some alternative, so this never fails. */
@@ -238,8 +257,12 @@ static uint32_t fold_contraction(uint32_t c)
 
 /* Llama 3 / Qwen2: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}|
  *                  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
- * with D = digits (3 for Llama 3, 1 for Qwen2). Never fails either. */
-static size_t match_llama3(const char *s, size_t p, size_t end, unsigned digits)
+ * with D = digits (3 for Llama 3, 1 for Qwen2). Never fails either.
+ * With `marks` (Qwen3.5) the letter class is [\p{L}\p{M}] and the
+ * punctuation class [^\s\p{L}\p{M}\p{N}]; the optional lead stays
+ * [^\r\n\p{L}\p{N}], which lets a mark lead — and a mark followed by
+ * letters is a letter run either way, so kind_lm covers it. */
+static size_t match_llama3(const char *s, size_t p, size_t end, unsigned digits, int marks)
 {
     size_t p1, p2 = 0, p3;
     uint32_t c0 = dec(s, p, end, &p1);
@@ -247,7 +270,7 @@ static size_t match_llama3(const char *s, size_t p, size_t end, unsigned digits)
     int k1 = -1;
     if (p1 < end) {
         c1 = dec(s, p1, end, &p2);
-        k1 = kind_of(c1);
+        k1 = kind_lm(c1, marks);
     }
     if (c0 == '\'' && p1 < end) {
         uint32_t f1 = fold_contraction(c1);
@@ -261,18 +284,18 @@ static size_t match_llama3(const char *s, size_t p, size_t end, unsigned digits)
                 return p3;
         }
     }
-    int k0 = kind_of(c0);
+    int k0 = kind_lm(c0, marks);
     /* [^\r\n\p{L}\p{N}]?\p{L}+ : one optional non-letter, non-digit, non-newline lead */
     if (k0 == K_LETTER)
-        return run_kind(s, p1, end, K_LETTER);
+        return run_kind_lm(s, p1, end, K_LETTER, marks);
     if (k0 != K_NUMBER && c0 != '\r' && c0 != '\n' && k1 == K_LETTER)
-        return run_kind(s, p2, end, K_LETTER);
+        return run_kind_lm(s, p2, end, K_LETTER, marks);
     /* \p{N}{1,D} */
     if (k0 == K_NUMBER) {
         size_t q = p1;
         for (unsigned n = 1; n < digits && q < end; n++) {
             size_t r;
-            if (kind_of(dec(s, q, end, &r)) != K_NUMBER)
+            if (kind_lm(dec(s, q, end, &r), marks) != K_NUMBER)
                 break;
             q = r;
         }
@@ -281,18 +304,23 @@ static size_t match_llama3(const char *s, size_t p, size_t end, unsigned digits)
     /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
     size_t q = 0;
     if (c0 == ' ' && k1 == K_OTHER)
-        q = run_kind(s, p2, end, K_OTHER);
+        q = run_kind_lm(s, p2, end, K_OTHER, marks);
     else if (k0 == K_OTHER)
-        q = run_kind(s, p1, end, K_OTHER);
+        q = run_kind_lm(s, p1, end, K_OTHER, marks);
     if (q) {
         while (q < end && (s[q] == '\r' || s[q] == '\n'))
             q++;
         return q;
     }
-    /* c0 is whitespace. \s*[\r\n]+ : the greedy \s* backs off to the last
-     * newline of the whitespace run, which [\r\n]+ then takes. */
-    size_t nl_end = 0;
-    q = p;
+    return match_ws(s, p, end);
+}
+
+/* \s*[\r\n]+|\s+(?!\S)|\s+ at a whitespace character p: the greedy \s*
+ * backs off to the last newline of the whitespace run, which [\r\n]+ then
+ * takes; without a newline, match_space_tail. */
+static size_t match_ws(const char *s, size_t p, size_t end)
+{
+    size_t nl_end = 0, q = p;
     while (q < end) {
         size_t r;
         uint32_t c = dec(s, q, end, &r);
@@ -307,11 +335,133 @@ static size_t match_llama3(const char *s, size_t p, size_t end, unsigned digits)
     return match_space_tail(s, p, end);
 }
 
+/* The letter classes of the o200k regex: U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+ * ("may start a word") and W = [\p{Ll}\p{Lm}\p{Lo}\p{M}] ("may continue it").
+ * Lm, Lo and marks are in both. */
+enum { O_NONE = 0, O_U = 1, O_W = 2 };
+
+static int o200k_class(uint32_t cp)
+{
+    if (cp < 0x80) {
+        if (cp >= 'A' && cp <= 'Z')
+            return O_U;
+        if (cp >= 'a' && cp <= 'z')
+            return O_W;
+        return O_NONE;
+    }
+    int c = er_unicode_category(cp);
+    if (c == ER_UC_LU || c == ER_UC_LT)
+        return O_U;
+    if (c == ER_UC_LL)
+        return O_W;
+    if (c == ER_UC_LM || c == ER_UC_LO || er_ucat_is_mark(c))
+        return O_U | O_W;
+    return O_NONE;
+}
+
+/* End of an optional (?i:'s|'t|'re|'ve|'m|'ll|'d) at p (p itself when none). */
+static size_t contraction_at(const char *s, size_t p, size_t end)
+{
+    size_t p1, p2, p3;
+    if (p >= end || dec(s, p, end, &p1) != '\'' || p1 >= end)
+        return p;
+    uint32_t f1 = fold_contraction(dec(s, p1, end, &p2));
+    if (f1 == 's' || f1 == 't' || f1 == 'm' || f1 == 'd')
+        return p2;
+    if (p2 < end) {
+        uint32_t f2 = fold_contraction(dec(s, p2, end, &p3));
+        if (f2 != 's' && ((f1 == 'r' && f2 == 'e') || (f1 == 'v' && f2 == 'e') || (f1 == 'l' && f2 == 'l')))
+            return p3;
+    }
+    return p;
+}
+
+/* The two word alternatives of the o200k regex from q (after the optional
+ * lead), both followed by an optional contraction:
+ *   A  U*W+   B  U+W*
+ * A: the greedy U* backs off until a W can follow, so A takes the U run and
+ * the W run after it when a W follows the U run; otherwise it ends just
+ * after the last character of the U run that is also a W (Lm, Lo, a mark);
+ * with no such character it fails. B takes the U run and any W run after.
+ * Returns 0 when the alternative does not match. */
+static size_t o200k_word(const char *s, size_t q, size_t end, int alt_b)
+{
+    size_t u = q, last_w = 0, r;
+    while (u < end) {
+        int c = o200k_class(dec(s, u, end, &r));
+        if (!(c & O_U))
+            break;
+        if (c & O_W)
+            last_w = r;
+        u = r;
+    }
+    int next_w = u < end && (o200k_class(dec(s, u, end, &r)) & O_W);
+    size_t m;
+    if (alt_b) {
+        if (u == q)
+            return 0;
+        m = u;
+        while (m < end && (o200k_class(dec(s, m, end, &r)) & O_W))
+            m = r;
+    } else if (next_w) {
+        m = u;
+        while (m < end && (o200k_class(dec(s, m, end, &r)) & O_W))
+            m = r;
+    } else if (last_w) {
+        m = last_w;
+    } else {
+        return 0;
+    }
+    return contraction_at(s, m, end);
+}
+
+/* o200k (GPT-4o; Phi-4-mini):
+ *   [^\r\n\p{L}\p{N}]?U*W+(?i:'s|...)?|[^\r\n\p{L}\p{N}]?U+W*(?i:'s|...)?|
+ *   \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * Each word alternative is tried with its lead, then without, before the
+ * next alternative: the regex engine's order. Never fails. */
+static size_t match_o200k(const char *s, size_t p, size_t end)
+{
+    size_t p1, p2 = 0;
+    uint32_t c0 = dec(s, p, end, &p1);
+    int k0 = kind_of(c0), k1 = -1;
+    if (p1 < end)
+        k1 = kind_of(dec(s, p1, end, &p2));
+    int lead = k0 != K_LETTER && k0 != K_NUMBER && c0 != '\r' && c0 != '\n';
+    for (int alt_b = 0; alt_b < 2; alt_b++) {
+        size_t m;
+        if (lead && p1 < end && (m = o200k_word(s, p1, end, alt_b)))
+            return m;
+        if ((m = o200k_word(s, p, end, alt_b)))
+            return m;
+    }
+    /* \p{N}{1,3} */
+    if (k0 == K_NUMBER) {
+        size_t q = p1, r;
+        for (int n = 1; n < 3 && q < end && kind_of(dec(s, q, end, &r)) == K_NUMBER; n++)
+            q = r;
+        return q;
+    }
+    /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+    size_t q = 0;
+    if (c0 == ' ' && k1 == K_OTHER)
+        q = run_kind(s, p2, end, K_OTHER);
+    else if (k0 == K_OTHER)
+        q = run_kind(s, p1, end, K_OTHER);
+    if (q) {
+        while (q < end && (s[q] == '\r' || s[q] == '\n' || s[q] == '/'))
+            q++;
+        return q;
+    }
+    return match_ws(s, p, end); /* c0 is whitespace */
+}
+
 /* ---- stages and pre-tokenizer definitions ------------------------------- */
 
 enum stage_kind {
     ST_GPT2,
-    ST_LLAMA3,        /* param: digits per number piece */
+    ST_LLAMA3,        /* max: digits per number piece; cls: 1 = marks join letters */
+    ST_O200K,
     ST_RUN,           /* optional prefix, then class{min,max} */
     ST_TRAILING_SPACE /* \s+$ */
 };
@@ -375,6 +525,8 @@ static const pre_def pre_defs[ER_PRE_COUNT] = {
         RUN(PF_SPACE, C_PORO, 1, 0),
         RUN(PF_NONE, C_NUMBER, 1, 1),     /* \p{N} */
     }},
+    [ER_PRE_QWEN35] = {"qwen35", 1, {{ST_LLAMA3, 0, 1, 0, 1}}},
+    [ER_PRE_GPT4O] = {"gpt-4o", 1, {{ST_O200K, 0, 0, 0, 0}}},
 };
 
 /* `tokenizer.ggml.pre` values (as llama.cpp's converter writes them) and the
@@ -404,6 +556,8 @@ static const struct { const char *name; uint8_t pre; } pre_names[] = {
     {"poro", ER_PRE_PORO}, {"poro-chat", ER_PRE_PORO}, {"bloom", ER_PRE_PORO},
     {"gpt3-finnish", ER_PRE_PORO},
     {"viking", ER_PRE_VIKING},
+    {"qwen35", ER_PRE_QWEN35},
+    {"gpt-4o", ER_PRE_GPT4O},
     {"none", ER_PRE_NONE},
 };
 
@@ -448,7 +602,9 @@ static size_t match_stage(const stage *st, const char *s, size_t p, size_t end)
     case ST_GPT2:
         return match_gpt2(s, p, end);
     case ST_LLAMA3:
-        return match_llama3(s, p, end, st->max);
+        return match_llama3(s, p, end, st->max, st->cls);
+    case ST_O200K:
+        return match_o200k(s, p, end);
     case ST_RUN: {
         size_t p1, q;
         unsigned n;

@@ -29,6 +29,9 @@ enum er_pre {
     ER_PRE_STARCODER,      /* single digits, then GPT-2; refact, command-r, smollm, ... */
     ER_PRE_PORO,           /* " ?[^(\s|.,!?…。，、।۔،)]+"; bloom, gpt3-finnish */
     ER_PRE_VIKING,         /* poro's regex, then single digits */
+    ER_PRE_QWEN35,         /* Qwen2's regex with combining marks (\p{M}) joining letters */
+    ER_PRE_GPT4O,          /* o200k: words split at case changes, contractions attached,
+                            * digits in threes; Phi-4-mini */
     ER_PRE_COUNT
 };
 

@@ -2,9 +2,11 @@
  * spm.c — SentencePiece BPE (tokenizer.ggml.model = "llama").
  *
  * The text becomes one symbol per UTF-8 character (spaces as "▁", plus the
- * dummy-prefix "▁"); then, repeatedly, the adjacent pair whose concatenation
- * is the vocabulary piece with the highest score merges (ties: leftmost),
- * exactly as sentencepiece's BPE model and llama.cpp do. Symbols that are not
+ * dummy-prefix "▁" when the file asks for it); then, repeatedly, the adjacent
+ * pair whose concatenation is the vocabulary piece with the highest score
+ * merges, as sentencepiece's BPE model and llama.cpp do. Where scores tie,
+ * and for user-defined pieces (Gemma's whitespace runs), the order is
+ * Hugging Face's: see pair_above and try_pair. Symbols that are not
  * pieces fall back to "<0xXX>" byte tokens, or — without byte tokens — to the
  * unknown token, one per run of unknown symbols as sentencepiece emits it.
  *
@@ -13,6 +15,7 @@
  *   sym   (len+1) symbols  (a symbol is at least one byte, plus the prefix)
  *   heap  3*(len+1) pairs  (n-1 seeds, at most 2 new pairs per merge)
  */
+#include <float.h>
 #include <string.h>
 
 #include "vocab_internal.h"
@@ -24,8 +27,10 @@ typedef struct sym {
 
 typedef struct pair {
     float score;
+    uint32_t id;            /* the merged piece */
     uint32_t left;          /* symbol index */
     uint32_t len;           /* bytes of the merged piece when queued (stale check) */
+    uint32_t llen;          /* bytes of its left part */
 } pair;
 
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
@@ -34,9 +39,19 @@ size_t er_spm_scratch_bytes(size_t len) {
     return ALIGN8(3 * len + 3) + sizeof(sym) * (len + 1) + sizeof(pair) * 3 * (len + 1) + 16;
 }
 
-/* Max-heap on score; equal scores pop the leftmost pair first. */
+/* Max-heap on score. Equal scores (sentencepiece gives every user-defined
+ * piece 0) go by the merged piece's id, then the shorter left part, then the
+ * leftmost pair: the rank order transformers gives the merges it derives
+ * from a SentencePiece model (merged id, then left length), which for distinct
+ * scores is the score order, since sentencepiece numbers pieces by
+ * descending score. Only equal scores tell it from sentencepiece's own
+ * order (leftmost first): a run of spaces longer than the longest
+ * whitespace piece of Gemma's vocabulary splits as Hugging Face splits it. */
 static inline int pair_above(const pair *a, const pair *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
+    if (a->score != b->score) return a->score > b->score;
+    if (a->id != b->id) return a->id < b->id;
+    if (a->llen != b->llen) return a->llen < b->llen;
+    return a->left < b->left;
 }
 
 static void heap_push(pair *h, size_t *n, pair p) {
@@ -76,7 +91,12 @@ static void try_pair(const er_vocab *v, const uint8_t *t, const sym *s, int32_t 
     if (l < 0 || r < 0) return;
     uint32_t id = er_vocab_find2(v, t + s[l].off, s[l].len, t + s[r].off, s[r].len);
     if (id == ER_VOCAB_NO_ID) return;
-    pair p = {v->score[id], (uint32_t)l, s[l].len + s[r].len};
+    /* User-defined pieces merge before every normal one, among themselves by
+     * id: Hugging Face ranks them so (they come first in a SentencePiece
+     * model, score 0 above the normal pieces' negative scores). The file's
+     * score cannot say it: llama.cpp's converter writes -1000 for them. */
+    float score = v->type[id] == ER_TT_USER_DEFINED ? FLT_MAX : v->score[id];
+    pair p = {score, id, (uint32_t)l, s[l].len + s[r].len, s[l].len};
     heap_push(h, nh, p);
 }
 

@@ -4,7 +4,10 @@
  *
  * Special tokens are found leftmost-longest, as Hugging Face's added-token
  * matcher does: USER_DEFINED tokens always (HF's non-special added tokens),
- * CONTROL and UNKNOWN ones only with ER_TOK_PARSE_SPECIAL.
+ * CONTROL and UNKNOWN ones only with ER_TOK_PARSE_SPECIAL. A token the file
+ * marks lstrip / rstrip (tokenizer.ggml.lstrip_token_ids / rstrip_token_ids,
+ * HF's AddedToken flags; Phi-3's chat tokens are rstrip) also takes the
+ * whitespace before / after it, which then reaches no encoder.
  *
  * Scratch bound (er_tokenize_scratch_bytes), for len bytes of text:
  *   SPM                 er_spm_scratch_bytes(len)            ~ 55*len
@@ -20,6 +23,7 @@
 
 #include "../error.h"
 #include "normalize.h"
+#include "unicode.h"
 #include "vocab_internal.h"
 
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
@@ -51,6 +55,35 @@ static void encode_fragment(const er_vocab *v, const char *t, size_t n, er_idsin
         return;
     }
     er_bpe_encode(v, t, n, out, scratch, er_bpe_scratch_bytes(n));
+}
+
+/* Where the whitespace that ends text[a..b) starts (b when none), and where
+ * the whitespace that starts text[a..n) ends: an lstrip / rstrip token takes
+ * it. Whitespace is Unicode White_Space, what Hugging Face strips (the same
+ * set as the pre-tokenizers' \s). */
+static size_t ws_run_start(const char *text, size_t a, size_t b) {
+    size_t start = b;
+    for (size_t p = a; p < b;) {
+        size_t adv;
+        uint32_t cp = er_utf8_decode(text + p, b - p, &adv);
+        if (er_unicode_is_whitespace(cp)) {
+            if (start == b) start = p;
+        } else {
+            start = b;
+        }
+        p += adv;
+    }
+    return start;
+}
+
+static size_t ws_run_end(const char *text, size_t a, size_t n) {
+    while (a < n) {
+        size_t adv;
+        uint32_t cp = er_utf8_decode(text + a, n - a, &adv);
+        if (!er_unicode_is_whitespace(cp)) break;
+        a += adv;
+    }
+    return a;
 }
 
 /* Length of the special token starting at t[0..n), or 0; *id receives it. */
@@ -98,9 +131,12 @@ int er_tokenize(const er_vocab *v, const char *text, size_t len, int flags, int3
                 i++;
                 continue;
             }
-            encode_fragment(v, text + frag, i - frag, &out, sc);
+            size_t cut = i;
+            if (v->strip && (v->strip[id] & ER_STRIP_LEFT)) cut = ws_run_start(text, frag, i);
+            encode_fragment(v, text + frag, cut - frag, &out, sc);
             er_sink_push(&out, id);
             i += l;
+            if (v->strip && (v->strip[id] & ER_STRIP_RIGHT)) i = ws_run_end(text, i, len);
             frag = i;
         }
     }

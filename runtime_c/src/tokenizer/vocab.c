@@ -25,9 +25,12 @@ typedef struct meta {
     bool has_types, has_scores;
     uint64_t n, n_merges;
     uint64_t text_bytes;      /* sum of token lengths */
+    uint64_t ud_spaces;       /* bytes of SPM user-defined all-space tokens (stored as "▁": 2 bytes more each) */
     uint64_t max_merge;       /* longest merge string */
     uint64_t n_special;
     uint64_t n_unknown;       /* UNKNOWN tokens: SPM decodes them as " ⁇ " */
+    gguf_kv strip_ids[2];     /* tokenizer.ggml.lstrip_token_ids / rstrip_token_ids */
+    bool has_strip[2];
     uint32_t piece_cap, merge_cap;
 } meta;
 
@@ -64,6 +67,17 @@ static int get_flag(const gguf_file *f, const char *key, int dflt, int *out) {
     if (!gguf_get_bool(f, key, &b)) return er_fail(ER_ECORRUPT, "%s is not a boolean", key);
     *out = b ? 1 : 0;
     return ER_OK;
+}
+
+/* Hugging Face's AddedToken lstrip / rstrip: the token also takes the
+ * whitespace before / after it. GGUF has no standard key; our converter
+ * writes these. */
+static const char *const strip_keys[2] = {"tokenizer.ggml.lstrip_token_ids", "tokenizer.ggml.rstrip_token_ids"};
+
+static bool all_spaces(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ') return false;
+    return n > 0;
 }
 
 static int read_meta(const gguf_file *f, meta *m) {
@@ -111,6 +125,18 @@ static int read_meta(const gguf_file *f, meta *m) {
             if (t == ER_TT_CONTROL || t == ER_TT_USER_DEFINED || t == ER_TT_UNKNOWN) m->n_special++;
             if (t == ER_TT_UNKNOWN) m->n_unknown++;
         }
+        if (m->kind == ER_VOCAB_SPM) {
+            cur = m->tokens.arr_data;
+            for (uint64_t i = 0; i < m->n; i++) {
+                er_str s = gguf_arr_next_str(&cur);
+                int32_t t;
+                memcpy(&t, m->types.arr_data + 4 * i, 4);
+                if (t == ER_TT_USER_DEFINED && all_spaces(s.ptr, (size_t)s.len)) m->ud_spaces += s.len;
+            }
+            if (m->text_bytes + 2 * m->ud_spaces + m->n + 8 > 0xFFFFFFF0ull)
+                return er_fail(ER_EUNSUPPORTED, "token texts total %llu bytes; at most 4 GiB is supported",
+                               (unsigned long long)(m->text_bytes + 2 * m->ud_spaces));
+        }
     }
 
     if (gguf_find_kv(f, "tokenizer.ggml.scores", &kv)) {
@@ -155,6 +181,26 @@ static int read_meta(const gguf_file *f, meta *m) {
             m->pre = p;
         }
     }
+    for (int k = 0; k < 2; k++) {
+        const char *key = strip_keys[k];
+        if (!gguf_find_kv(f, key, &kv)) continue;
+        if (!gguf_get_arr(f, key, GGUF_I32, &m->strip_ids[k]) && !gguf_get_arr(f, key, GGUF_U32, &m->strip_ids[k]))
+            return er_fail(ER_ECORRUPT, "%s is not an array of 32-bit token ids", key);
+        for (uint64_t i = 0; i < m->strip_ids[k].arr_n; i++) {
+            uint32_t id;
+            memcpy(&id, m->strip_ids[k].arr_data + 4 * i, 4);
+            int32_t t = ER_TT_NORMAL;
+            if (id < m->n && m->has_types) memcpy(&t, m->types.arr_data + 4 * (size_t)id, 4);
+            if (id >= m->n)
+                return er_fail(ER_ECORRUPT, "%s names token %u; the vocabulary has %llu", key, id,
+                               (unsigned long long)m->n);
+            /* Only added tokens are matched in the text, so only they can strip. */
+            if (t != ER_TT_CONTROL && t != ER_TT_USER_DEFINED && t != ER_TT_UNKNOWN)
+                return er_fail(ER_ECORRUPT, "%s names token %u, which is not an added (control or user-defined) token",
+                               key, id);
+        }
+        m->has_strip[k] = true;
+    }
     m->piece_cap = pow2_at_least(2 * m->n);
     return ER_OK;
 }
@@ -162,7 +208,7 @@ static int read_meta(const gguf_file *f, meta *m) {
 static size_t plan_bytes(const meta *m) {
     size_t b = 0;
     b += er_align_up(sizeof(er_vocab));
-    b += er_align_up((size_t)(m->text_bytes + m->n));          /* text + NULs */
+    b += er_align_up((size_t)(m->text_bytes + 2 * m->ud_spaces + m->n)); /* text + NULs */
     b += er_align_up(4 * (size_t)(m->n + 1));                   /* text_off */
     b += er_align_up((size_t)(m->text_bytes + 5 * m->n_unknown) + 1); /* dec */
     b += er_align_up(4 * (size_t)(m->n + 1));                   /* dec_off */
@@ -175,6 +221,7 @@ static size_t plan_bytes(const meta *m) {
         b += er_align_up((size_t)m->max_merge + 1);             /* decoded merge text */
     }
     b += er_align_up(4 * (size_t)(m->n_special + 1));
+    if (m->has_strip[0] || m->has_strip[1]) b += er_align_up((size_t)m->n); /* strip */
     return b;
 }
 
@@ -337,8 +384,8 @@ static void sort_specials(const er_vocab *v, uint32_t *a, uint32_t n) {
 
 /* Defaults that follow the pre-tokenizer name when the file is silent (the
  * choices llama.cpp makes for these names): Llama 3 and the models that copy
- * its tokenizer add BOS and take whole-token words without merging; Qwen2's
- * tokenizer.json normalizes to NFC. */
+ * its tokenizer add BOS and take whole-token words without merging; Qwen's
+ * tokenizer.json (Qwen2 to Qwen3.5) normalizes to NFC, which llama.cpp skips. */
 static void family_defaults(const gguf_file *f, er_vocab *v) {
     static const char *const llama3_like[] = {"llama3", "llama-v3", "llama-bpe", "falcon3",
                                               "falcon-h1", "pixtral", "midm-2.0", "lfm2"};
@@ -349,7 +396,8 @@ static void family_defaults(const gguf_file *f, er_vocab *v) {
         for (size_t i = 0; i < sizeof llama3_like / sizeof llama3_like[0]; i++)
             if (er_str_eq(pre, llama3_like[i])) v->add_bos = v->ignore_merges = 1;
     }
-    v->normalizer = (v->kind == ER_VOCAB_BPE && v->pre == ER_PRE_QWEN2) ? ER_NORM_NFC : ER_NORM_NONE;
+    v->normalizer = (v->kind == ER_VOCAB_BPE && (v->pre == ER_PRE_QWEN2 || v->pre == ER_PRE_QWEN35))
+                        ? ER_NORM_NFC : ER_NORM_NONE;
 }
 
 static int read_options(const gguf_file *f, er_vocab *v) {
@@ -421,7 +469,7 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         return er_fail(ER_ENOMEM_ARENA, "tokenizer section holds %zu bytes, needs %zu", a->size - a->off, need);
 
     er_vocab *v = take(a, sizeof *v);
-    char *text = take(a, (size_t)(m.text_bytes + m.n));
+    char *text = take(a, (size_t)(m.text_bytes + 2 * m.ud_spaces + m.n));
     uint32_t *text_off = take(a, 4 * (size_t)(m.n + 1));
     uint8_t *dec = take(a, (size_t)(m.text_bytes + 5 * m.n_unknown) + 1);
     uint32_t *dec_off = take(a, 4 * (size_t)(m.n + 1));
@@ -432,8 +480,10 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
     er_merge *merge_tab = m.kind == ER_VOCAB_BPE ? take(a, sizeof(er_merge) * (size_t)m.merge_cap) : NULL;
     uint8_t *mbuf = m.kind == ER_VOCAB_BPE ? take(a, (size_t)m.max_merge + 1) : NULL;
     uint32_t *special = take(a, 4 * (size_t)(m.n_special + 1));
+    uint8_t *strip = (m.has_strip[0] || m.has_strip[1]) ? take(a, (size_t)m.n) : NULL;
     if (!v || !text || !text_off || !dec || !dec_off || !type || !whole || (m.kind == ER_VOCAB_SPM && !score) || !piece_tab ||
-        (m.kind == ER_VOCAB_BPE && (!merge_tab || !mbuf)) || !special)
+        (m.kind == ER_VOCAB_BPE && (!merge_tab || !mbuf)) || !special ||
+        ((m.has_strip[0] || m.has_strip[1]) && !strip))
         return er_fail(ER_ENOMEM_ARENA, "tokenizer section is smaller than er_vocab_plan said");
 
     memset(v, 0, sizeof *v);
@@ -459,11 +509,26 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         const uint8_t *p = (const uint8_t *)s.ptr;
         size_t n = (size_t)s.len;
         text_off[i] = to;
-        memcpy(text + to, p, n);
-        text[to + n] = '\0';
-        to += (uint32_t)n + 1;
-        dec_off[i] = dof;
         int t = type[i];
+        if (m.kind == ER_VOCAB_SPM && t == ER_TT_USER_DEFINED && all_spaces(s.ptr, n)) {
+            /* Gemma's user-defined whitespace pieces "▁▁" ... are written by
+             * llama.cpp's converter as runs of spaces. Hugging Face keeps them
+             * as "▁▁" (not normalized): it matches them literally in the
+             * text, and reaches them from spaces only by merging, ranked
+             * with the other pieces, which is not always the longest run
+             * (more spaces than the longest piece). Storing the "▁" form
+             * gives both: the piece table holds it and tokenize.c matches
+             * it literally. Only all-space tokens: one such as "a b" may be
+             * a normalized added token whose spaces are meant as spaces. */
+            for (size_t k = 0; k < n; k++) {
+                text[to++] = (char)0xE2; text[to++] = (char)0x96; text[to++] = (char)0x81;
+            }
+        } else {
+            memcpy(text + to, p, n);
+            to += (uint32_t)n;
+        }
+        text[to++] = '\0';
+        dec_off[i] = dof;
         if (t == ER_TT_UNKNOWN && m.kind == ER_VOCAB_SPM) {
             /* sentencepiece renders the unknown piece as " ⁇ " (U+2047), whatever its text */
             static const uint8_t unk_surface[5] = {' ', 0xE2, 0x81, 0x87, ' '};
@@ -601,6 +666,18 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         v->special_first[b] = k;
     }
     v->special_first[256] = ns;
+
+    if (strip) {
+        memset(strip, 0, (size_t)m.n);
+        for (int k = 0; k < 2; k++) {
+            for (uint64_t i = 0; m.has_strip[k] && i < m.strip_ids[k].arr_n; i++) {
+                uint32_t id;
+                memcpy(&id, m.strip_ids[k].arr_data + 4 * i, 4);
+                strip[id] |= (uint8_t)(k == 0 ? ER_STRIP_LEFT : ER_STRIP_RIGHT);
+            }
+        }
+        v->strip = strip;
+    }
 
     if ((rc = read_options(f, v))) return rc;
 

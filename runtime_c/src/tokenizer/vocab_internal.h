@@ -84,7 +84,14 @@ struct er_vocab {
     const uint32_t *special;
     uint32_t n_special;
     uint32_t special_first[257];
+
+    /* Per token ER_STRIP_* bits (Hugging Face's AddedToken lstrip/rstrip: a
+     * matched token also takes the whitespace before/after it); NULL when
+     * the file names none. */
+    const uint8_t *strip;
 };
+
+enum { ER_STRIP_LEFT = 1, ER_STRIP_RIGHT = 2 };
 
 /* Bytes of token `id` as decoded text. */
 static inline const uint8_t *er_vocab_dec(const er_vocab *v, uint32_t id, size_t *len) {
