@@ -150,3 +150,38 @@ def test_hparams_describe_the_family(shared_data):
         assert hp.final_logit_softcap == 0.0 and hp.rope_scale == 1.0
     with edgerun.Model(str(llamacpp_file(shared_data, "phi3")), n_ctx=64) as m:
         assert _hp(m).n_rot == 12 and m.hparams["head_dim"] == 24
+
+
+@pytest.mark.parametrize("fam", ["gemma3", "lfm2"])
+def test_snapshot_restores_window_and_conv_state(shared_data, tmp_path, fam):
+    """Saved mid-sequence (past gemma3's window; lfm2's convolution ring
+    holding the last positions) and loaded into a fresh session, decoding
+    continues exactly as in the session that never stopped."""
+    ids, ref = reference(shared_data, fam)
+    with edgerun.Model(str(llamacpp_file(shared_data, fam)), n_ctx=64, n_sessions=2) as m:
+        with m.session() as a:
+            a.decode(ids[:23])
+            a.save(tmp_path / "snap.bin")
+            straight = [a.decode([t]) for t in ids[23:30]]
+        with m.session() as b:
+            b.decode(ids[:7])          # other state first: the load must replace it all
+            b.load(tmp_path / "snap.bin")
+            resumed = [b.decode([t]) for t in ids[23:30]]
+    for x, y in zip(straight, resumed):
+        np.testing.assert_array_equal(x, y)
+    assert _rel(np.stack(resumed), ref[23:30]) < TOL
+
+
+@pytest.mark.parametrize("fam", ["gemma3", "lfm2"])
+def test_reset_forgets_state(shared_data, fam):
+    """After reset, a session computes what a fresh one does (lfm2's ring
+    still holds the old positions: they must not be read)."""
+    ids, _ = reference(shared_data, fam)
+    with edgerun.Model(str(llamacpp_file(shared_data, fam)), n_ctx=64) as m:
+        with m.session() as s:
+            s.decode(ids[:30])
+            s.reset()
+            again = s.decode(ids[30:36])
+        with m.session() as s:
+            fresh = s.decode(ids[30:36])
+    np.testing.assert_array_equal(again, fresh)

@@ -634,18 +634,31 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     for (int l = 0; l < d->n_layer; l++) {
         const er_layer *L = &md->layers[l];
 
-        /* attention block */
+        /* attention block (or LFM2's short convolution) */
         t0 = er_trace_begin(tr);
         each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .op = ER_OP_ATTN_NORM, .layer = l, .m = m, .n = E,
                                   .src = x, .w = L->attn_norm, .dst = xb});
-        const int heads = m == 1 && block_fits(md, L) ? er_att_heads(d, md->pool.n_threads) : 0;
-        if (heads) {
+        const int heads = m == 1 && !L->conv && block_fits(md, L) ? er_att_heads(d, md->pool.n_threads) : 0;
+        if (L->conv) {
+            /* traced as the attention block's operations: in_proj as qkv,
+             * the convolution as attention, out_proj as attn_out */
+            er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
+            matmul1(md, ER_OP_QKV, l, xb, m, &L->conv_in, md->act.conv);
+            t0 = er_trace_begin(tr);
+            const er_family_kernels fk = er_kernels_family(k);
+            float *ring = s->conv_ring + (size_t)l * (size_t)d->conv_l * (size_t)E;
+            for (int b = 0; b < m; b++) /* in order: the ring holds the last conv_l positions */
+                fk.shortconv(xb + (size_t)b * E, md->act.conv + (size_t)b * 3 * E, ring, L->conv_w, E, d->conv_l,
+                             s->pos + b);
+            er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, E, 3 * E);
+            matmul1(md, ER_OP_ATTN_OUT, l, xb, m, &L->conv_out, xb2);
+        } else if (heads) {
             attention_block(md, s, L, l, xb, heads, t0);
         } else {
             er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
             attention(md, s, L, l, m);
         }
-        matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
+        if (!L->conv) matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
         if (L->post_attn_norm)
             each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = xb2,
                                       .w = L->post_attn_norm, .dst = xb2});

@@ -95,7 +95,9 @@ static int bind_tensors(er_model *m) {
     if (m->file.n_tensors && !m->bound) return er_fail(ER_ECORRUPT, "internal: model section exhausted (bound)");
     memset(m->bound, 0, (size_t)m->file.n_tensors);
     if ((rc = bind_matrix(m, "token_embd.weight", d->n_embd, d->n_vocab, &m->tok_embd))) return rc;
-    if ((rc = bind_vector(m, "output_norm.weight", d->n_embd, true, &m->output_norm))) return rc;
+    /* LFM2's final norm is stored under the embedding norm's name */
+    const char *out_norm = d->traits & ER_T_SHORTCONV ? "token_embd_norm.weight" : "output_norm.weight";
+    if ((rc = bind_vector(m, out_norm, d->n_embd, true, &m->output_norm))) return rc;
     if (m->hp.tied_output)
         m->output = m->tok_embd;
     else if ((rc = bind_matrix(m, "output.weight", d->n_embd, d->n_vocab, &m->output)))
@@ -113,14 +115,33 @@ static int bind_tensors(er_model *m) {
     for (int l = 0; l < d->n_layer; l++) {
         er_layer *L = &m->layers[l];
         memset(L, 0, sizeof *L);
-        const unsigned kind = er_family_layer(d, hp, l);
+        const unsigned kind = er_family_layer(&m->file, d, hp, l);
         char nm[96];
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, l), nm)
         if ((rc = bind_vector(m, NAME("attn_norm.weight"), d->n_embd, true, &L->attn_norm)) ||
             (rc = bind_vector(m, NAME("ffn_norm.weight"), d->n_embd, true, &L->ffn_norm)) ||
-            (rc = bind_matrix(m, NAME("attn_output.weight"), qd, d->n_embd, &L->wo)) ||
             (rc = bind_matrix(m, NAME("ffn_down.weight"), d->n_ff, d->n_embd, &L->w_down)))
             return rc;
+        if (kind & ER_L_CONV) {
+            /* LFM2's short convolution block in place of attention; the FFN as llama's */
+            if ((rc = bind_matrix(m, NAME("shortconv.in_proj.weight"), d->n_embd, 3 * d->n_embd, &L->conv_in)) ||
+                (rc = bind_matrix(m, NAME("shortconv.out_proj.weight"), d->n_embd, d->n_embd, &L->conv_out)) ||
+                (rc = bind_matrix(m, NAME("ffn_gate.weight"), d->n_embd, d->n_ff, &L->w_gate)) ||
+                (rc = bind_matrix(m, NAME("ffn_up.weight"), d->n_embd, d->n_ff, &L->w_up)))
+                return rc;
+            gguf_tensor t;
+            if ((rc = find_tensor(m, NAME("shortconv.conv.weight"), true, &t)) < 0) return rc;
+            if (t.n_dims != 2 || t.ne[0] != (uint64_t)d->conv_l || t.ne[1] != (uint64_t)d->n_embd)
+                return er_fail(ER_ECORRUPT, "tensor '%s' has shape [%llu, %llu], want [%d, %d]", nm,
+                               (unsigned long long)t.ne[0], (unsigned long long)t.ne[1], d->conv_l, d->n_embd);
+            if (t.type != GGML_F32 || (uintptr_t)t.data % sizeof(float))
+                return er_fail(ER_EUNSUPPORTED, "tensor '%s' has type %s (this runtime reads the convolution "
+                               "taps as F32, which llama.cpp's converter writes)", nm, ggml_type_name(t.type));
+            L->conv_w = (const float *)t.data;
+            L->conv = 1;
+            continue;
+        }
+        if ((rc = bind_matrix(m, NAME("attn_output.weight"), qd, d->n_embd, &L->wo))) return rc;
         if (d->traits & ER_T_FUSED) {
             er_weight qkv, gu;
             if ((rc = bind_matrix(m, NAME("attn_qkv.weight"), d->n_embd, qd + 2 * kvd, &qkv)) ||
@@ -211,6 +232,8 @@ static int carve_runtime(er_model *m, int cuda) {
         m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * er_att_scratch(d), 4);
         m->act.rope_cs = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
         m->act.rope_cs_swa = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
+        m->act.conv = d->conv_l ? take(m, ER_SEC_ACT, B * 3 * E, 4) : NULL;
+        if (d->conv_l && !m->act.conv) return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
         if (!m->act.scores || !m->act.rope_cs_swa)
             return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
     }
@@ -228,6 +251,8 @@ static int carve_runtime(er_model *m, int cuda) {
         s->slot = i;
         s->k_cache = cuda ? NULL : take(m, ER_SEC_KV, cache, kv_elem);
         s->v_cache = cuda ? NULL : take(m, ER_SEC_KV, cache, kv_elem);
+        s->conv_ring = d->conv_ring ? take(m, ER_SEC_KV, d->conv_ring, 4) : NULL;
+        if (d->conv_ring && !s->conv_ring) return er_fail(ER_ECORRUPT, "internal: KV section smaller than planned");
         s->history = take(m, ER_SEC_SESSIONS, (size_t)d->n_ctx, 4);
         s->logits = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
         s->cand_p = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);

@@ -54,6 +54,11 @@ typedef struct er_layer {
     int rope;                              /* RoPE angles: 0 none (NoPE), 1 act.rope_cs, 2 act.rope_cs_swa */
     int window;                            /* positions each query sees (sliding window), or 0: all */
     int fused;                             /* wq/wk/wv and w_gate/w_up are views into fused tensors (phi3) */
+    /* LFM2's short-convolution block, in place of attention where conv is 1:
+     * in_proj gives B, C and x (n_embd each); y = C * conv(B * x); out_proj */
+    int conv;
+    er_weight conv_in, conv_out;
+    const float *conv_w;                   /* [n_embd][conv_l] taps, the last one the current position's */
 } er_layer;
 
 /* Family traits (family.c): which steps of the forward pass a family takes. */
@@ -67,9 +72,10 @@ enum {
     ER_T_FUSED = 1u << 6,      /* attn_qkv and ffn_up holding gate and up (phi3) */
     ER_T_NOPE4 = 1u << 7,      /* every fourth layer has no RoPE (smollm3) */
     ER_T_SWA6 = 1u << 8,       /* five sliding-window layers, then a global one (gemma3) */
+    ER_T_SHORTCONV = 1u << 9,  /* gated short-convolution layers between attention layers (lfm2) */
 };
 /* Per-layer kinds (er_family_layer). */
-enum { ER_L_NOPE = 1u << 0, ER_L_SWA = 1u << 1 };
+enum { ER_L_NOPE = 1u << 0, ER_L_SWA = 1u << 1, ER_L_CONV = 1u << 2 };
 
 /* Shapes the plan and the forward pass agree on. */
 typedef struct er_dims {
@@ -84,6 +90,8 @@ typedef struct er_dims {
     unsigned traits;           /* ER_T_* */
     int n_rot;                 /* dimensions of each head RoPE rotates (<= head_dim) */
     float attn_scale;          /* scores = q.k * attn_scale */
+    int conv_l;                /* short-convolution taps (lfm2), else 0 */
+    size_t conv_ring;          /* floats of a session's convolution ring: n_layer * conv_l * n_embd */
 } er_dims;
 
 /*
@@ -186,6 +194,7 @@ struct er_session {
     float *cand_p;             /* n_vocab sampler work */
     int32_t *cand_id;          /* n_vocab sampler work */
     void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_row] of kv_type */
+    float *conv_ring;          /* lfm2: [n_layer][conv_l][n_embd], B*x of position p in row p % conv_l */
     uint64_t rng;
     er_stats stats;
 };
@@ -226,6 +235,7 @@ struct er_model {
         float *scores;         /* n_threads * er_att_scratch() */
         float *rope_cs;        /* n_batch * head_dim: (cos, sin) pairs of the step's positions */
         float *rope_cs_swa;    /* the same with the local layers' base (gemma3), else NULL */
+        float *conv;           /* lfm2: n_batch * 3 * n_embd, in_proj's B, C and x */
     } act;
 
     pthread_mutex_t step_lock; /* one forward step at a time: activations and pool are shared */
@@ -247,7 +257,10 @@ int er_family_read(const gguf_file *f, er_str arch, er_hparams *hp, er_dims *d);
 /* ER_OK for an architecture with a row; else ER_EUNSUPPORTED naming the ones there are. */
 int er_family_check(er_str arch);
 /* ER_L_* bits of layer l. */
-unsigned er_family_layer(const er_dims *d, const er_hparams *hp, int l);
+unsigned er_family_layer(const gguf_file *f, const er_dims *d, const er_hparams *hp, int l);
+/* A per-layer "<arch>.attention.head_count_kv" array: 1 with *n_head_kv the
+ * attention layers' count, 0 where the key is not an array, or an error. */
+int er_family_head_count_kv(const gguf_file *f, const char *arch, int n_layer, int *n_head_kv);
 /* "llama, qwen2, ...": the architectures this runtime runs (static). */
 const char *er_family_list(void);
 

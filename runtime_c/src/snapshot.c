@@ -22,7 +22,10 @@
  *   124     4  CRC-32 of bytes [0, 124)
  *   128        payload: history[pos] (i32), logits[n_vocab] (f32), then per
  *              layer K rows [0, pos) and V rows [0, pos) (kv_row elements of
- *              kv_type each)
+ *              kv_type each); then, for lfm2, the session's convolution
+ *              ring whole (er_dims.conv_ring f32: the last conv_l positions'
+ *              B*x of each layer; its size follows from the fingerprinted
+ *              model)
  *
  * The KV rows of positions >= pos are not saved: they are dead (overwritten
  * before they are read) in the session that wrote them, and the session that
@@ -262,6 +265,9 @@ static int for_each_segment(const er_session *s, seg_fn fn, void *ctx) {
                 }
         }
     }
+    /* lfm2: the convolution ring (model.h); positions before the last
+     * conv_l are not in it, so it goes whole */
+    if (d->conv_ring && (rc = fn(ctx, s->conv_ring, d->conv_ring * sizeof(float)))) return rc;
     return ER_OK;
 }
 
@@ -360,6 +366,7 @@ int er_session_save(const er_session *s, const char *path) {
         .has_logits = s->has_logits ? 1u : 0u, .rng = s->rng, .stats = s->stats,
     };
     h.payload_bytes = payload_bytes(h.pos, h.n_vocab, h.n_layer, h.kv_row, d->kv_type == ER_KV_F16 ? 2 : 4);
+    if (h.payload_bytes) h.payload_bytes += (uint64_t)d->conv_ring * sizeof(float);
     /* a CUDA session's rows come through the backend's shared staging and
      * stream, which other sessions' steps use: hold them for the walk */
     er_model *mm = s->model;
@@ -440,6 +447,7 @@ static int verify(const er_session *s, const char *path, const uint8_t *b, size_
         return er_fail(ER_ECONTEXT, "'%s' holds %u positions but this session's n_ctx is %d (open the model with "
                        "n_ctx >= %u)", path, h->pos, d->n_ctx, h->pos);
     uint64_t want = payload_bytes(h->pos, h->n_vocab, h->n_layer, h->kv_row, d->kv_type == ER_KV_F16 ? 2 : 4);
+    if (want) want += (uint64_t)d->conv_ring * sizeof(float);
     if (h->payload_bytes != want)
         return er_fail(ER_ECORRUPT, "'%s': header says %llu payload bytes, its geometry needs %llu", path,
                        (unsigned long long)h->payload_bytes, (unsigned long long)want);
