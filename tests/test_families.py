@@ -185,3 +185,62 @@ def test_reset_forgets_state(shared_data, fam):
         with m.session() as s:
             fresh = s.decode(ids[30:36])
     np.testing.assert_array_equal(again, fresh)
+
+
+# ---------------------------------------------------------------- sliding-window rings
+
+N_LONG = 120
+
+
+def _long_reference(shared_data):
+    """gemma3 over 120 tokens: its window of 16 passed seven times."""
+    if "gemma3-long" not in _REF:
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
+        hf = transformers.AutoModelForCausalLM.from_pretrained(family_dir(shared_data, "gemma3") / "hf",
+                                                               dtype=torch.float32)
+        hf.eval()
+        _file_norms_into(hf, llamacpp_file(shared_data, "gemma3"))
+        ids = [int(i) for i in np.random.RandomState(11).randint(3, hf.config.vocab_size, N_LONG)]
+        with torch.no_grad():
+            _REF["gemma3-long"] = (ids, hf(torch.tensor([ids])).logits[0].numpy())
+    return _REF["gemma3-long"]
+
+
+def _kv_bytes(m):
+    return next(s["bytes"] for s in m.plan()["sections"] if s["name"] == "kv_cache")
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n_batch", [8, 16])
+def test_window_ring_past_the_window(shared_data, n_batch, threads):
+    """Local layers keep a ring of window + n_batch - 1 positions (written
+    twice), not n_ctx: prefill in chunks and decode far past the window
+    still match transformers."""
+    ids, ref = _long_reference(shared_data)
+    path = llamacpp_file(shared_data, "gemma3")
+    with edgerun.Model(str(path), n_ctx=256, n_batch=n_batch, n_threads=threads) as m:
+        hp = _hp(m)
+        ring = 2 * (hp.sliding_window + n_batch - 1)
+        # six local layers in rings, the one global layer at n_ctx; K and V, f32
+        assert _kv_bytes(m) == (6 * ring + 1 * 256) * hp.n_head_kv * hp.head_dim * 4 * 2
+        assert _rel(m.logits(ids), ref) < TOL
+        with m.session() as s:
+            rows = [s.decode(ids[:37])] + [s.decode([t]) for t in ids[37:]]
+    assert _rel(np.stack(rows), ref[36:]) < TOL
+
+
+def test_window_ring_snapshot_across_batch_sizes(shared_data, tmp_path):
+    """A snapshot holds a ring's last window of positions in order, so a model
+    opened with another n_batch (another ring size) loads it and goes on."""
+    ids, ref = _long_reference(shared_data)
+    path = llamacpp_file(shared_data, "gemma3")
+    with edgerun.Model(str(path), n_ctx=256, n_batch=8) as m, m.session() as s:
+        s.decode(ids[:50])
+        for t in ids[50:77]:
+            s.decode([t])
+        s.save(tmp_path / "ring.snap")
+    with edgerun.Model(str(path), n_ctx=200, n_batch=16) as m, m.session() as s:
+        s.load(tmp_path / "ring.snap")
+        rows = [s.decode([t]) for t in ids[77:]]
+    assert _rel(np.stack(rows), ref[77:]) < TOL

@@ -239,20 +239,24 @@ static inline int att_lo(const er_layer *L, int p) { return L->window && p + 1 >
 static void store_kv(const er_model *md, const er_session *s, int layer, int pos, const float *k, const float *v,
                      int h0, int h1) {
     const er_dims *d = &md->d;
-    const size_t layer_off = (size_t)layer * d->n_ctx * d->kv_row;
-    for (int h = h0, next; h < h1; h = next) {
-        size_t stride;
-        const size_t at = layer_off + er_kv_col(d, h, pos, &stride);
-        next = (h / d->kv_blk + 1) * d->kv_blk;
-        if (next > h1) next = h1;
-        const size_t c = (size_t)h * d->head_dim;
-        const int n = (next - h) * d->head_dim;
-        if (d->kv_type == ER_KV_F16) {
-            md->k->f32_to_f16(k + c, (er_f16 *)s->k_cache + at, n);
-            md->k->f32_to_f16(v + c, (er_f16 *)s->v_cache + at, n);
-        } else {
-            memcpy((float *)s->k_cache + at, k + c, (size_t)n * sizeof(float));
-            memcpy((float *)s->v_cache + at, v + c, (size_t)n * sizeof(float));
+    const er_layer *L = &md->layers[layer];
+    /* a sliding-window ring's positions go to two rows (model.h, er_kv_layer_rows) */
+    for (int copy = 0; copy < (L->ring ? 2 : 1); copy++) {
+        const int row = er_kv_slot(L->ring, pos) + copy * L->ring;
+        for (int h = h0, next; h < h1; h = next) {
+            size_t stride;
+            const size_t at = L->kv_off + er_kv_col_rows(d, L->kv_rows, h, row, &stride);
+            next = (h / d->kv_blk + 1) * d->kv_blk;
+            if (next > h1) next = h1;
+            const size_t c = (size_t)h * d->head_dim;
+            const int n = (next - h) * d->head_dim;
+            if (d->kv_type == ER_KV_F16) {
+                md->k->f32_to_f16(k + c, (er_f16 *)s->k_cache + at, n);
+                md->k->f32_to_f16(v + c, (er_f16 *)s->v_cache + at, n);
+            } else {
+                memcpy((float *)s->k_cache + at, k + c, (size_t)n * sizeof(float));
+                memcpy((float *)s->v_cache + at, v + c, (size_t)n * sizeof(float));
+            }
         }
     }
 }
@@ -358,8 +362,8 @@ static void att_worker(void *ctx, int ith, int nth) {
                         : t->tokens ? (t->m + t->tokens - 1) / t->tokens * d->n_head_kv
                                     : t->m * d->n_head;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    const size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row;
     const er_layer *L = &md->layers[t->layer];
+    const size_t layer_off = L->kv_off;
     /* per-thread scratch, indexed by ith: each thread's own */
     float *scratch = md->act.scores + (size_t)ith * er_att_scratch(d);
     const float scale = d->attn_scale;
@@ -374,7 +378,8 @@ static void att_worker(void *ctx, int ith, int nth) {
             const int k0 = i * t->heads, nk = d->n_head_kv - k0 < t->heads ? d->n_head_kv - k0 : t->heads;
             const int lo = att_lo(L, t->pos0);
             size_t stride;
-            const size_t off = (layer_off + er_kv_col(d, k0, lo, &stride)) * elem, at = (size_t)k0 * group * hd;
+            const size_t off = (layer_off + er_kv_col_rows(d, L->kv_rows, k0, er_kv_slot(L->ring, lo), &stride)) * elem;
+            const size_t at = (size_t)k0 * group * hd;
             md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1 - lo, (const uint8_t *)t->s->k_cache + off,
                                    (const uint8_t *)t->s->v_cache + off, d->kv_type, stride, nk, group, hd, scale,
                                    scratch);
@@ -392,7 +397,7 @@ static void att_worker(void *ctx, int ith, int nth) {
             h0 = i % d->n_head, h1 = h0 + 1;
         }
         size_t stride;
-        const size_t head_off = (layer_off + er_kv_col(d, h0 / group, 0, &stride)) * elem;
+        const size_t head_off = (layer_off + er_kv_col_rows(d, L->kv_rows, h0 / group, 0, &stride)) * elem;
         const uint8_t *kc = (const uint8_t *)t->s->k_cache + head_off, *vc = (const uint8_t *)t->s->v_cache + head_off;
         int nq = 0;
         for (int b = b0; b < b1; b++) {
@@ -400,8 +405,9 @@ static void att_worker(void *ctx, int ith, int nth) {
              * first one: its queries go out in a call of their own */
             const int lo = att_lo(L, t->pos0 + b);
             if (L->window) {
-                kc = (const uint8_t *)t->s->k_cache + head_off + (size_t)lo * stride * elem;
-                vc = (const uint8_t *)t->s->v_cache + head_off + (size_t)lo * stride * elem;
+                const size_t row = (size_t)er_kv_slot(L->ring, lo);
+                kc = (const uint8_t *)t->s->k_cache + head_off + row * stride * elem;
+                vc = (const uint8_t *)t->s->v_cache + head_off + row * stride * elem;
             }
             for (int h = h0; h < h1; h++) {
                 const size_t at = (size_t)b * d->n_head * hd + (size_t)h * hd;
@@ -436,10 +442,11 @@ static void att_split_worker(void *ctx, int ith, int nth) {
     er_model *md = t->md;
     uint64_t t_op = ith ? er_trace_begin(&md->trace) : 0;
     const er_dims *d = &md->d;
-    const int lo = att_lo(&md->layers[t->layer], t->pos0);
+    const er_layer *L = &md->layers[t->layer];
+    const int lo = att_lo(L, t->pos0);
     const int hd = d->head_dim, group = d->n_head / d->n_head_kv, n_kv = t->pos0 + 1 - lo;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    const size_t layer_off = ((size_t)t->layer * d->n_ctx + (size_t)lo) * d->kv_row * elem;
+    const size_t layer_off = (L->kv_off + (size_t)er_kv_slot(L->ring, lo) * d->kv_row) * elem;
     float *sc = md->act.scores;
     (void)nth;
     int done = 0;
@@ -564,7 +571,7 @@ static void block_worker(void *ctx, int ith, int nth) {
         t0 = er_trace_begin(tr);
         size_t stride;
         const int lo = att_lo(L, pos);
-        const size_t off = ((size_t)l * d->n_ctx * d->kv_row + er_kv_col(d, h0, lo, &stride)) * elem;
+        const size_t off = (L->kv_off + er_kv_col_rows(d, L->kv_rows, h0, er_kv_slot(L->ring, lo), &stride)) * elem;
         k->attention_heads(md->act.att + q0, q, pos + 1 - lo, (const uint8_t *)t->at.s->k_cache + off,
                            (const uint8_t *)t->at.s->v_cache + off, d->kv_type, stride, nk, group, hd,
                            d->attn_scale, scratch);

@@ -112,10 +112,15 @@ static int bind_tensors(er_model *m) {
 
     m->layers = er_arena_alloc(&m->sec[ER_SEC_MODEL], sizeof(er_layer) * (size_t)d->n_layer);
     if (!m->layers) return er_fail(ER_ECORRUPT, "internal: model section exhausted (layers)");
+    size_t kv_off = 0;
     for (int l = 0; l < d->n_layer; l++) {
         er_layer *L = &m->layers[l];
         memset(L, 0, sizeof *L);
         const unsigned kind = er_family_layer(&m->file, d, hp, l);
+        /* the layer's part of each session's cache, as plan.c counted it */
+        L->kv_off = kv_off * d->kv_row;
+        L->kv_rows = er_kv_layer_rows(d, kind, hp->sliding_window, &L->ring);
+        kv_off += L->kv_rows;
         char nm[96];
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, l), nm)
         if ((rc = bind_vector(m, NAME("attn_norm.weight"), d->n_embd, true, &L->attn_norm)) ||
@@ -242,7 +247,7 @@ static int carve_runtime(er_model *m, int cuda) {
     m->sessions = take(m, ER_SEC_SESSIONS, (size_t)d->n_sessions, sizeof(er_session));
     if (!m->slot_used || !m->sessions) return er_fail(ER_ECORRUPT, "internal: session section smaller than planned");
     size_t kv_elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    size_t cache = (size_t)d->n_layer * d->n_ctx * d->kv_row;
+    size_t cache = d->kv_cache_rows * d->kv_row;
     for (int i = 0; i < d->n_sessions; i++) {
         er_session *s = &m->sessions[i];
         memset(s, 0, sizeof *s);

@@ -57,6 +57,9 @@ typedef struct er_layer {
     /* LFM2's short-convolution block, in place of attention where conv is 1:
      * in_proj gives B, C and x (n_embd each); y = C * conv(B * x); out_proj */
     int conv;
+    size_t kv_off;                         /* element offset of the layer's K (and V) cache in a session's */
+    size_t kv_rows;                        /* cached rows: n_ctx, 2 * ring, or 0 (model.h, er_kv_layer_rows) */
+    int ring;                              /* positions of a sliding-window ring, or 0: row = position */
     er_weight conv_in, conv_out;
     const float *conv_w;                   /* [n_embd][conv_l] taps, the last one the current position's */
 } er_layer;
@@ -92,6 +95,7 @@ typedef struct er_dims {
     float attn_scale;          /* scores = q.k * attn_scale */
     int conv_l;                /* short-convolution taps (lfm2), else 0 */
     size_t conv_ring;          /* floats of a session's convolution ring: n_layer * conv_l * n_embd */
+    size_t kv_cache_rows;      /* rows of a session's K (and V) cache over all layers (er_kv_layer_rows) */
 } er_dims;
 
 /*
@@ -176,13 +180,43 @@ static inline int er_att_split(const er_dims *d, int n_threads, int n_kv) {
  * layer's cache (layers are n_ctx * kv_row elements apart); *stride gets the
  * elements from one position of that head to the next.
  */
-static inline size_t er_kv_col(const er_dims *d, int h, int pos, size_t *stride) {
+static inline size_t er_kv_col_rows(const er_dims *d, size_t rows, int h, int pos, size_t *stride) {
     const int first = h / d->kv_blk * d->kv_blk;
     const int w = d->n_head_kv - first < d->kv_blk ? d->n_head_kv - first : d->kv_blk;
     *stride = (size_t)w * (size_t)d->head_dim;
-    return (size_t)first * (size_t)d->head_dim * (size_t)d->n_ctx + (size_t)pos * *stride +
+    return (size_t)first * (size_t)d->head_dim * rows + (size_t)pos * *stride +
            (size_t)(h - first) * (size_t)d->head_dim;
 }
+static inline size_t er_kv_col(const er_dims *d, int h, int pos, size_t *stride) {
+    return er_kv_col_rows(d, (size_t)d->n_ctx, h, pos, stride);
+}
+
+/*
+ * Layers differ in how many cached rows they keep (er_layer kv_off,
+ * kv_rows, ring): n_ctx for a global layer, none for LFM2's convolution
+ * layers, and for a sliding-window layer a ring of R = window + n_batch - 1
+ * positions, written twice (rows p % R and p % R + R), so that each query's
+ * window [p - window + 1, p] is the R-row-or-less run starting at row
+ * (p - window + 1) % R, read as the kernels read any cache. R is more than
+ * the window by a prefill chunk less one: a chunk stores all its positions
+ * before its attention reads, and its last store must not overwrite a row
+ * its first query still sees. Taken where 2R < n_ctx (else the full cache).
+ * er_kv_layer_rows gives a layer kind's rows and ring (0: none).
+ */
+static inline size_t er_kv_layer_rows(const er_dims *d, unsigned kind, int window, int *ring) {
+    *ring = 0;
+    if (kind & ER_L_CONV) return 0;
+    if ((kind & ER_L_SWA) && window > 0) {
+        const size_t r = (size_t)window + (size_t)d->n_batch - 1;
+        if (2 * r < (size_t)d->n_ctx) {
+            *ring = (int)r;
+            return 2 * r;
+        }
+    }
+    return (size_t)d->n_ctx;
+}
+/* The cache row of position pos in a layer with ring R (0: none). */
+static inline int er_kv_slot(int ring, int pos) { return ring ? pos % ring : pos; }
 
 struct er_session {
     er_model *model;
@@ -193,7 +227,7 @@ struct er_session {
     float *logits;             /* n_vocab */
     float *cand_p;             /* n_vocab sampler work */
     int32_t *cand_id;          /* n_vocab sampler work */
-    void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_row] of kv_type */
+    void *k_cache, *v_cache;   /* per layer kv_rows x kv_row of kv_type, at er_layer.kv_off */
     float *conv_ring;          /* lfm2: [n_layer][conv_l][n_embd], B*x of position p in row p % conv_l */
     uint64_t rng;
     er_stats stats;

@@ -218,7 +218,7 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
         }
 
         size_t kv_elem = d->kv_type == ER_KV_F16 ? 2 : 4, per_cache;
-        ok = ok && mul_ok(L, C, &per_cache) && mul_ok(per_cache, d->kv_row, &per_cache);
+        ok = ok && mul_ok(d->kv_cache_rows, d->kv_row, &per_cache);
         for (size_t s = 0; ok && !cuda && s < 2 * S; s++) ok = add_block(&sec[ER_SEC_KV], per_cache, kv_elem);
         /* lfm2: each session's convolution ring (model.h, er_session.conv_ring) */
         for (size_t s = 0; ok && d->conv_ring && s < S; s++) ok = add_block(&sec[ER_SEC_KV], d->conv_ring, 4);
@@ -320,6 +320,12 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         d->trace_events = (uint32_t)o.trace_events;
         d->kv_row = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
         d->conv_ring = (size_t)d->n_layer * (size_t)d->conv_l * (size_t)d->n_embd;
+        /* each layer's cached rows: n_ctx, a sliding window's ring, or none */
+        d->kv_cache_rows = 0;
+        for (int l = 0; l < d->n_layer; l++) {
+            int ring;
+            d->kv_cache_rows += er_kv_layer_rows(d, er_family_layer(f, d, hp, l), hp->sliding_window, &ring);
+        }
         d->kv_blk = er_att_heads(d, d->n_threads);
         if (!d->kv_blk) d->kv_blk = d->n_head_kv;
         size_t widest = (size_t)hp->n_embd;
