@@ -244,3 +244,30 @@ def test_window_ring_snapshot_across_batch_sizes(shared_data, tmp_path):
         s.load(tmp_path / "ring.snap")
         rows = [s.decode([t]) for t in ids[77:]]
     assert _rel(np.stack(rows), ref[77:]) < TOL
+
+
+def test_phi3_sliding_window_when_set(shared_data, tmp_path):
+    """phi3.attention.sliding_window > 0 puts every layer in a window (ring);
+    transformers with the same sliding_window is the reference."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from family_files import rewrite
+    import gguf
+    d = family_dir(shared_data, "phi3")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(d / "hf", dtype=torch.float32, sliding_window=8)
+    hf.eval()
+    ids = [int(i) for i in np.random.RandomState(5).randint(3, hf.config.vocab_size, 48)]
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0].numpy()
+    path = rewrite(llamacpp_file(shared_data, "phi3"), tmp_path / "swa.gguf",
+                   set_keys={"phi3.attention.sliding_window": (gguf.GGUFValueType.UINT32, 8)})
+    for threads in (1, 2):
+        with edgerun.Model(str(path), n_ctx=128, n_batch=8, n_threads=threads) as m:
+            assert _hp(m).sliding_window == 8
+            assert _rel(m.logits(ids), ref) < TOL
+            with m.session() as s:
+                rows = [s.decode(ids[:3])] + [s.decode([t]) for t in ids[3:]]
+            assert _rel(np.stack(rows), ref[2:]) < TOL
+    # and the window matters: without it the logits past position 8 differ
+    with edgerun.Model(str(llamacpp_file(shared_data, "phi3")), n_ctx=128) as m:
+        assert _rel(m.logits(ids), ref) > 100 * TOL
