@@ -271,3 +271,46 @@ def test_phi3_sliding_window_when_set(shared_data, tmp_path):
     # and the window matters: without it the logits past position 8 differ
     with edgerun.Model(str(llamacpp_file(shared_data, "phi3")), n_ctx=128) as m:
         assert _rel(m.logits(ids), ref) > 100 * TOL
+
+
+@pytest.mark.parametrize("n_ctx,n_tokens", [(32, 24), (64, 48)], ids=["short", "long"])
+def test_phi3_longrope(shared_data, tmp_path, n_ctx, n_tokens):
+    """LongRoPE (Phi-3.5, Phi-4-mini) planted as llama.cpp's converter writes
+    it: rope_factors_short/long, the original context and the attention
+    factor. The long set applies when n_ctx exceeds the original context
+    (32 here), as in llama.cpp; transformers takes it for a sequence longer
+    than that, so each case keeps to one side."""
+    import math
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import gguf
+    from family_files import rewrite
+    rng = np.random.RandomState(3)
+    short = [float(x) for x in rng.uniform(1.0, 1.5, 6)]
+    long = [float(x) for x in rng.uniform(2.0, 8.0, 6)]
+    d = family_dir(shared_data, "phi3")
+    cfg = transformers.AutoConfig.from_pretrained(d / "hf")
+    rp = dict(cfg.rope_parameters, rope_type="longrope", short_factor=short, long_factor=long,
+              original_max_position_embeddings=32)
+    # (Phi3's config keeps a top-level original_max_position_embeddings that
+    # overrides the rope parameters' own, so both are set)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(d / "hf", dtype=torch.float32, rope_parameters=rp,
+                                                           original_max_position_embeddings=32)
+    hf.eval()
+    attn = math.sqrt(1 + math.log(cfg.max_position_embeddings / 32) / math.log(32))
+    assert abs(hf.model.rotary_emb.attention_scaling - attn) < 1e-6
+    ids = [int(i) for i in rng.randint(3, cfg.vocab_size, n_tokens)]
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0].numpy()
+    vt = gguf.GGUFValueType
+    path = rewrite(llamacpp_file(shared_data, "phi3"), tmp_path / "longrope.gguf",
+                   set_keys={"phi3.rope.scaling.original_context_length": (vt.UINT32, 32),
+                             "phi3.rope.scaling.attn_factor": (vt.FLOAT32, attn)},
+                   add_tensors={"rope_factors_short.weight": np.array(short, np.float32),
+                                "rope_factors_long.weight": np.array(long, np.float32)})
+    with edgerun.Model(str(path), n_ctx=n_ctx, n_batch=16) as m:
+        assert _hp(m).rope_longrope == (2 if n_ctx > 32 else 1)
+        assert _rel(m.logits(ids), ref) < TOL
+        with m.session() as s:
+            rows = [s.decode(ids[:4])] + [s.decode([t]) for t in ids[4:]]
+    assert _rel(np.stack(rows), ref[3:]) < TOL

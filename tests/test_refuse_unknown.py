@@ -58,7 +58,6 @@ KEYS = [
     ("gemma3", "gemma3.attention.sliding_window_pattern", "UINT32", 4),
     ("gemma3", "gemma3.attention.scale", "FLOAT32", 0.1),
     ("gemma3", "gemma3.rope.scaling.type", "STRING", "yarn"),
-    ("phi3", "phi3.rope.scaling.attn_factor", "FLOAT32", 1.19),
     ("phi3", "phi3.rope.scaling.type", "STRING", "longrope"),
     ("phi3", "phi3.rope.dimension_count", "UINT32", 10),                            # not what the file rotates
     ("lfm2", "lfm2.attention.sliding_window", "UINT32", 8),
@@ -99,11 +98,11 @@ TENSORS = [
     ("llama3-rope-scaling", "blk.0.attn_output.bias", (96,)),
     ("qwen3", "blk.0.post_ffw_norm.weight", (96,)),
     ("qwen3", "rope_freqs.weight", (16,)),
+    ("qwen3", "rope_factors_long.weight", (16,)),
     ("smollm3", "blk.3.attn_k_norm.weight", (24,)),
     ("gemma3", "rope_freqs.weight", (16,)),
     ("gemma3", "blk.0.ffn_down.bias", (96,)),
-    ("phi3", "rope_factors_long.weight", (6,)),                     # LongRoPE
-    ("phi3", "rope_factors_short.weight", (6,)),
+    ("phi3", "rope_factors_short.weight", (6,)),                    # half of LongRoPE's pair
     ("phi3", "blk.0.attn_qkv.bias", (192,)),
     ("phi3", "blk.0.attn_q.weight", (96, 96)),
     ("phi3", "blk.9.attn_norm.weight", (96,)),                      # a layer past block_count
@@ -152,4 +151,11 @@ def test_per_layer_kv_heads_only_for_lfm2(shared_data, tmp_path):
     path = rewrite(llamacpp_file(shared_data, "qwen3"), tmp_path / "k.gguf",
                    set_keys={"qwen3.attention.head_count_kv": (vt.ARRAY, [2, 2, 0, 2])})
     with pytest.raises(errors.UnsupportedError, match="head_count_kv"):
+        _open(path)
+
+
+def test_longrope_needs_both_factor_sets(shared_data, tmp_path):
+    path = rewrite(llamacpp_file(shared_data, "phi3"), tmp_path / "l.gguf",
+                   add_tensors={"rope_factors_long.weight": np.ones(6, np.float32)})
+    with pytest.raises(errors.CorruptModelError, match="rope_factors_short"):
         _open(path)

@@ -32,7 +32,8 @@ static const char *const k_llama[] = {"rope.scaling.type", "rope.scaling.factor"
 static const char *const k_none[] = {NULL};
 static const char *const k_gemma3[] = {"attention.sliding_window", "rope.freq_base_swa", "final_logit_softcapping",
                                        "rope.scaling.type", "rope.scaling.factor", NULL};
-static const char *const k_phi3[] = {"attention.sliding_window", "rope.scaling.original_context_length", NULL};
+static const char *const k_phi3[] = {"attention.sliding_window", "rope.scaling.original_context_length",
+                                     "rope.scaling.attn_factor", NULL};
 static const char *const k_lfm2[] = {"shortconv.l_cache", NULL};
 
 typedef struct er_family {
@@ -168,6 +169,21 @@ int er_family_read(const gguf_file *f, er_str arch, er_hparams *hp, er_dims *d) 
     if ((rc = get_f32_key(f, a, "rope.freq_base_swa", &hp->rope_freq_base_swa, &present))) return rc;
     if (present && !(hp->rope_freq_base_swa > 0.0f))
         return er_fail(ER_ECORRUPT, "key '%s.rope.freq_base_swa' must be positive", a);
+    hp->rope_attn_factor = 1.0f;
+    if ((rc = get_f32_key(f, a, "rope.scaling.attn_factor", &hp->rope_attn_factor, &present))) return rc;
+    if (present && !(hp->rope_attn_factor > 0.0f))
+        return er_fail(ER_ECORRUPT, "key '%s.rope.scaling.attn_factor' must be positive", a);
+    /* LongRoPE (Phi-3.5, Phi-4-mini): per-frequency divisors for short and
+     * long contexts; which one is read at open (model.c) from n_ctx */
+    if ((fam->traits & ER_T_FUSED) && gguf_find_tensor(f, "rope_factors_long.weight", NULL)) {
+        uint32_t orig;
+        snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+        if (!gguf_get_u32(f, key, &orig) || orig < 1)
+            return er_fail(ER_ECORRUPT, "tensor 'rope_factors_long.weight' needs key '%s'", key);
+        if (!gguf_find_tensor(f, "rope_factors_short.weight", NULL))
+            return er_fail(ER_ECORRUPT, "tensor 'rope_factors_long.weight' without 'rope_factors_short.weight'");
+        hp->rope_longrope = (int32_t)orig; /* the original context, until er_plan_file picks the set */
+    }
     if ((rc = get_f32_key(f, a, "final_logit_softcapping", &hp->final_logit_softcap, &present))) return rc;
     if (present && !(hp->final_logit_softcap > 0.0f))
         return er_fail(ER_ECORRUPT, "key '%s.final_logit_softcapping' must be positive", a);

@@ -632,6 +632,9 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
             er_rope_angles(cs, d->head_dim, s->pos + b, hp->rope_freq_base);
         else
             er_rope_angles_scaled(cs, d->n_rot, s->pos + b, hp->rope_freq_base, hp->rope_scale, md->rope_freqs);
+        /* LongRoPE's attention factor scales cos and sin (transformers: cos * attention_scaling) */
+        if (hp->rope_attn_factor != 1.0f)
+            for (int i = 0; i < d->n_rot; i++) cs[i] *= hp->rope_attn_factor;
         if (swa6)
             er_rope_angles(md->act.rope_cs_swa + (size_t)b * d->head_dim, d->head_dim, s->pos + b,
                            hp->rope_freq_base_swa);

@@ -109,6 +109,18 @@ static int bind_tensors(er_model *m) {
             if (!(m->rope_freqs[i] > 0.0f) || !isfinite(m->rope_freqs[i]))
                 return er_fail(ER_ECORRUPT, "tensor 'rope_freqs.weight' element %d is not a positive number", i);
     }
+    /* LongRoPE: both sets are understood; the one this context uses is applied */
+    if (hp->rope_longrope) {
+        const float *shorts, *longs;
+        if ((rc = bind_vector(m, "rope_factors_short.weight", d->n_rot / 2, true, &shorts)) ||
+            (rc = bind_vector(m, "rope_factors_long.weight", d->n_rot / 2, true, &longs)))
+            return rc;
+        m->rope_freqs = hp->rope_longrope == 2 ? longs : shorts;
+        for (int i = 0; i < d->n_rot / 2; i++)
+            if (!(m->rope_freqs[i] > 0.0f) || !isfinite(m->rope_freqs[i]))
+                return er_fail(ER_ECORRUPT, "tensor 'rope_factors_%s.weight' element %d is not a positive number",
+                               hp->rope_longrope == 2 ? "long" : "short", i);
+    }
 
     m->layers = er_arena_alloc(&m->sec[ER_SEC_MODEL], sizeof(er_layer) * (size_t)d->n_layer);
     if (!m->layers) return er_fail(ER_ECORRUPT, "internal: model section exhausted (layers)");

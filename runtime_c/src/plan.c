@@ -314,6 +314,10 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         d->n_ff = hp->n_ff;
         d->n_ctx = o.n_ctx ? o.n_ctx : (hp->n_ctx_train < 2048 ? hp->n_ctx_train : 2048);
         d->n_batch = o.n_batch < d->n_ctx ? o.n_batch : d->n_ctx;
+        /* LongRoPE: the long factors when the context exceeds the original
+         * one (llama.cpp's choice; transformers switches per call on the
+         * sequence's length, which agrees while a sequence stays on one side) */
+        if (hp->rope_longrope) hp->rope_longrope = d->n_ctx > hp->rope_longrope ? 2 : 1;
         d->n_threads = o.n_threads;
         d->n_sessions = o.n_sessions;
         d->kv_type = o.kv_type;
@@ -352,6 +356,7 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
     /* The CUDA backend runs the llama step (and qwen2's biases) only: no GPU
      * here has tested the other families' steps, so they are refused on it */
     if (cuda && ((d->traits & ~(unsigned)(ER_T_NEOX | ER_T_QKV_BIAS)) || hp->rope_freq_factors ||
+                 hp->rope_longrope || hp->rope_attn_factor != 1.0f ||
                  hp->rope_scale != 1.0f || hp->sliding_window || hp->n_rot != hp->head_dim ||
                  hp->final_logit_softcap != 0.0f || !(er_str_eq((er_str){hp->arch, strlen(hp->arch)}, "llama") ||
                                                       er_str_eq((er_str){hp->arch, strlen(hp->arch)}, "qwen2"))))

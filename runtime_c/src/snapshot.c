@@ -112,6 +112,10 @@ uint64_t er_fingerprint_compute(const er_model *m) {
     memcpy(&eb, &hp->rms_eps, 4);
     h = fnv_u64(h, fb);
     h = fnv_u64(h, eb);
+    /* LongRoPE's set depends on n_ctx: a cache rotated with one set must
+     * not load where the other applies (hashed only where present, so
+     * every other model's fingerprint is what it was) */
+    if (hp->rope_longrope) h = fnv_u64(h, (uint64_t)hp->rope_longrope);
     h = fnv_u64(h, m->file.n_tensors);
     /* The tensor table catches re-quantized or re-shaped files; the sampled
      * bytes catch a fine-tune with an identical table. Three 64-byte windows
