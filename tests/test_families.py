@@ -314,3 +314,72 @@ def test_phi3_longrope(shared_data, tmp_path, n_ctx, n_tokens):
         with m.session() as s:
             rows = [s.decode(ids[:4])] + [s.decode([t]) for t in ids[4:]]
     assert _rel(np.stack(rows), ref[3:]) < TOL
+
+
+def _write_phi3(hf, path, window):
+    """A Phi3ForCausalLM written as llama.cpp's converter lays it out (its
+    fused qkv_proj and gate_up_proj are attn_qkv and ffn_up as they are;
+    no tokenizer: these tests feed ids)."""
+    import gguf
+    c = hf.config
+    hd = c.hidden_size // c.num_attention_heads
+    w = gguf.GGUFWriter(str(path), "phi3")
+    w.add_uint32("phi3.context_length", c.max_position_embeddings)
+    w.add_uint32("phi3.embedding_length", c.hidden_size)
+    w.add_uint32("phi3.feed_forward_length", c.intermediate_size)
+    w.add_uint32("phi3.block_count", c.num_hidden_layers)
+    w.add_uint32("phi3.attention.head_count", c.num_attention_heads)
+    w.add_uint32("phi3.attention.head_count_kv", c.num_key_value_heads)
+    w.add_float32("phi3.attention.layer_norm_rms_epsilon", c.rms_norm_eps)
+    w.add_uint32("phi3.rope.dimension_count", int(hd * c.rope_parameters.get("partial_rotary_factor", 1.0)))
+    w.add_float32("phi3.rope.freq_base", c.rope_parameters["rope_theta"])
+    w.add_uint32("phi3.attention.sliding_window", window)
+    sd = {k: v.detach().float().numpy() for k, v in hf.state_dict().items()}
+    names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.qkv_proj.weight": "attn_qkv.weight",
+             "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+             "mlp.gate_up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for layer in range(c.num_hidden_layers):
+        for hn, gn in names.items():
+            w.add_tensor(f"blk.{layer}.{gn}", sd[f"model.layers.{layer}.{hn}"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    if not c.tie_word_embeddings:
+        w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_window_ring_in_blocks_of_heads(tmp_path, threads):
+    """8 K/V heads: at 2 threads a decode step takes ranges of 4 K/V heads and
+    the cache is cut in blocks of them (model.h, er_kv_col), so the ring
+    lives block by block. A seeded transformers Phi3 with a window of 8 (no
+    shared data needed) is the reference, past the window, in prefill,
+    decode and a snapshot round trip."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.Phi3Config(vocab_size=300, hidden_size=128, intermediate_size=192, num_hidden_layers=2,
+                                  num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=256,
+                                  sliding_window=8, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
+                                  eos_token_id=2)
+    hf = transformers.Phi3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for n, p in hf.named_parameters():
+            p.add_(torch.randn_like(p) * (0.3 if "norm" in n else 0.02))
+    path = _write_phi3(hf, tmp_path / "phi3-8kv.gguf", 8)
+    ids = [int(i) for i in np.random.RandomState(1).randint(3, 300, 60)]
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0].numpy()
+    with edgerun.Model(str(path), n_ctx=128, n_batch=8, n_threads=threads, n_sessions=2) as m:
+        assert _rel(m.logits(ids), ref) < TOL
+        with m.session() as s:
+            rows = [s.decode(ids[:5])] + [s.decode([t]) for t in ids[5:40]]
+            s.save(tmp_path / "s.snap")
+        with m.session() as s:
+            s.load(tmp_path / "s.snap")
+            rows += [s.decode([t]) for t in ids[40:]]
+    assert _rel(np.stack(rows), ref[4:]) < TOL
