@@ -383,3 +383,36 @@ def test_window_ring_in_blocks_of_heads(tmp_path, threads):
             s.load(tmp_path / "s.snap")
             rows += [s.decode([t]) for t in ids[40:]]
     assert _rel(np.stack(rows), ref[4:]) < TOL
+
+
+@pytest.mark.parametrize("what", ["softcap", "linear"])
+def test_gemma3_softcap_and_global_linear_scaling(shared_data, tmp_path, what):
+    """Keys real Gemma 3 files carry beyond the tiny one's: a final logit
+    softcap, and (4B and up) linear RoPE scaling of the global layers only.
+    Planted in llama.cpp's file; transformers with the same config is the
+    reference."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import gguf
+    from family_files import rewrite
+    d = family_dir(shared_data, "gemma3")
+    cfg = transformers.AutoConfig.from_pretrained(d / "hf")
+    vt = gguf.GGUFValueType
+    if what == "softcap":
+        kw = {"final_logit_softcapping": 0.5}   # small against these logits (~0.5), so it bites
+        keys = {"gemma3.final_logit_softcapping": (vt.FLOAT32, 0.5)}
+    else:
+        rp = {k: dict(v) for k, v in cfg.rope_parameters.items()}
+        rp["full_attention"].update(rope_type="linear", factor=8.0)
+        kw = {"rope_parameters": rp}
+        keys = {"gemma3.rope.scaling.type": (vt.STRING, "linear"), "gemma3.rope.scaling.factor": (vt.FLOAT32, 8.0)}
+    hf = transformers.AutoModelForCausalLM.from_pretrained(d / "hf", dtype=torch.float32, **kw)
+    hf.eval()
+    _file_norms_into(hf, llamacpp_file(shared_data, "gemma3"))
+    ids, plain = reference(shared_data, "gemma3")
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0].numpy()
+    assert _rel(ref, plain) > 100 * TOL            # the key changes the result
+    path = rewrite(llamacpp_file(shared_data, "gemma3"), tmp_path / f"{what}.gguf", set_keys=keys)
+    with edgerun.Model(str(path), n_ctx=64, n_batch=16) as m:
+        assert _rel(m.logits(ids), ref) < TOL
