@@ -98,7 +98,7 @@ typedef struct er_section {
     int32_t device;       /* 0: host arena; 1: GPU memory (isa "cuda": the one device allocation) */
 } er_section;
 
-#define ER_MAX_SECTIONS 12
+#define ER_MAX_SECTIONS 16
 
 /* The arena plan: bytes per section and the total, including alignment.
  * With isa "cuda" the host sections that live on the GPU instead (kv_cache,

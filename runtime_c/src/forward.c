@@ -245,17 +245,17 @@ static void store_kv(const er_model *md, const er_session *s, int layer, int pos
         const int row = er_kv_slot(L->ring, pos) + copy * L->ring;
         for (int h = h0, next; h < h1; h = next) {
             size_t stride;
-            const size_t at = L->kv_off + er_kv_col_rows(d, L->kv_rows, h, row, &stride);
+            const size_t at = er_kv_col_rows(d, L->kv_rows, h, row, &stride);
             next = (h / d->kv_blk + 1) * d->kv_blk;
             if (next > h1) next = h1;
             const size_t c = (size_t)h * d->head_dim;
             const int n = (next - h) * d->head_dim;
             if (d->kv_type == ER_KV_F16) {
-                md->k->f32_to_f16(k + c, (er_f16 *)s->k_cache + at, n);
-                md->k->f32_to_f16(v + c, (er_f16 *)s->v_cache + at, n);
+                md->k->f32_to_f16(k + c, (er_f16 *)(void *)er_kv_base(s, L, 0, 2) + at, n);
+                md->k->f32_to_f16(v + c, (er_f16 *)(void *)er_kv_base(s, L, 1, 2) + at, n);
             } else {
-                memcpy((float *)s->k_cache + at, k + c, (size_t)n * sizeof(float));
-                memcpy((float *)s->v_cache + at, v + c, (size_t)n * sizeof(float));
+                memcpy((float *)(void *)er_kv_base(s, L, 0, 4) + at, k + c, (size_t)n * sizeof(float));
+                memcpy((float *)(void *)er_kv_base(s, L, 1, 4) + at, v + c, (size_t)n * sizeof(float));
             }
         }
     }
@@ -363,7 +363,7 @@ static void att_worker(void *ctx, int ith, int nth) {
                                     : t->m * d->n_head;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
     const er_layer *L = &md->layers[t->layer];
-    const size_t layer_off = L->kv_off;
+    const uint8_t *k_base = er_kv_base(t->s, L, 0, elem), *v_base = er_kv_base(t->s, L, 1, elem);
     /* per-thread scratch, indexed by ith: each thread's own */
     float *scratch = md->act.scores + (size_t)ith * er_att_scratch(d);
     const float scale = d->attn_scale;
@@ -378,10 +378,10 @@ static void att_worker(void *ctx, int ith, int nth) {
             const int k0 = i * t->heads, nk = d->n_head_kv - k0 < t->heads ? d->n_head_kv - k0 : t->heads;
             const int lo = att_lo(L, t->pos0);
             size_t stride;
-            const size_t off = (layer_off + er_kv_col_rows(d, L->kv_rows, k0, er_kv_slot(L->ring, lo), &stride)) * elem;
+            const size_t off = er_kv_col_rows(d, L->kv_rows, k0, er_kv_slot(L->ring, lo), &stride) * elem;
             const size_t at = (size_t)k0 * group * hd;
-            md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1 - lo, (const uint8_t *)t->s->k_cache + off,
-                                   (const uint8_t *)t->s->v_cache + off, d->kv_type, stride, nk, group, hd, scale,
+            md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1 - lo, k_base + off,
+                                   v_base + off, d->kv_type, stride, nk, group, hd, scale,
                                    scratch);
             done += nk * group;
             continue;
@@ -397,8 +397,8 @@ static void att_worker(void *ctx, int ith, int nth) {
             h0 = i % d->n_head, h1 = h0 + 1;
         }
         size_t stride;
-        const size_t head_off = (layer_off + er_kv_col_rows(d, L->kv_rows, h0 / group, 0, &stride)) * elem;
-        const uint8_t *kc = (const uint8_t *)t->s->k_cache + head_off, *vc = (const uint8_t *)t->s->v_cache + head_off;
+        const size_t head_off = er_kv_col_rows(d, L->kv_rows, h0 / group, 0, &stride) * elem;
+        const uint8_t *kc = k_base + head_off, *vc = v_base + head_off;
         int nq = 0;
         for (int b = b0; b < b1; b++) {
             /* a sliding window starts each token's positions at its own
@@ -406,8 +406,8 @@ static void att_worker(void *ctx, int ith, int nth) {
             const int lo = att_lo(L, t->pos0 + b);
             if (L->window) {
                 const size_t row = (size_t)er_kv_slot(L->ring, lo);
-                kc = (const uint8_t *)t->s->k_cache + head_off + row * stride * elem;
-                vc = (const uint8_t *)t->s->v_cache + head_off + row * stride * elem;
+                kc = k_base + head_off + row * stride * elem;
+                vc = v_base + head_off + row * stride * elem;
             }
             for (int h = h0; h < h1; h++) {
                 const size_t at = (size_t)b * d->n_head * hd + (size_t)h * hd;
@@ -446,12 +446,12 @@ static void att_split_worker(void *ctx, int ith, int nth) {
     const int lo = att_lo(L, t->pos0);
     const int hd = d->head_dim, group = d->n_head / d->n_head_kv, n_kv = t->pos0 + 1 - lo;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    const size_t layer_off = (L->kv_off + (size_t)er_kv_slot(L->ring, lo) * d->kv_row) * elem;
+    const size_t layer_off = (size_t)er_kv_slot(L->ring, lo) * d->kv_row * elem;
     float *sc = md->act.scores;
     (void)nth;
     int done = 0;
     if (t->rows) {
-        const uint8_t *kc = (const uint8_t *)t->s->k_cache + layer_off;
+        const uint8_t *kc = er_kv_base(t->s, L, 0, elem) + layer_off;
         const float scale = d->attn_scale;
         for (int i; (i = er_pool_claim(&t->next)) < (n_kv + t->rows - 1) / t->rows;) {
             const int t0 = i * t->rows, t1 = n_kv - t0 < t->rows ? n_kv : t0 + t->rows;
@@ -459,7 +459,7 @@ static void att_split_worker(void *ctx, int ith, int nth) {
                                     scale);
         }
     } else {
-        const uint8_t *vc = (const uint8_t *)t->s->v_cache + layer_off;
+        const uint8_t *vc = er_kv_base(t->s, L, 1, elem) + layer_off;
         const int per = (d->n_head_kv + md->pool.n_threads - 1) / md->pool.n_threads;
         for (int i; (i = er_pool_claim(&t->next)) * per < d->n_head_kv;) {
             const int h = i * per, nk = d->n_head_kv - h < per ? d->n_head_kv - h : per;
@@ -571,9 +571,9 @@ static void block_worker(void *ctx, int ith, int nth) {
         t0 = er_trace_begin(tr);
         size_t stride;
         const int lo = att_lo(L, pos);
-        const size_t off = (L->kv_off + er_kv_col_rows(d, L->kv_rows, h0, er_kv_slot(L->ring, lo), &stride)) * elem;
-        k->attention_heads(md->act.att + q0, q, pos + 1 - lo, (const uint8_t *)t->at.s->k_cache + off,
-                           (const uint8_t *)t->at.s->v_cache + off, d->kv_type, stride, nk, group, hd,
+        const size_t off = er_kv_col_rows(d, L->kv_rows, h0, er_kv_slot(L->ring, lo), &stride) * elem;
+        k->attention_heads(md->act.att + q0, q, pos + 1 - lo, er_kv_base(t->at.s, L, 0, elem) + off,
+                           er_kv_base(t->at.s, L, 1, elem) + off, d->kv_type, stride, nk, group, hd,
                            d->attn_scale, scratch);
         er_trace_end(tr, t0, ER_OP_ATTENTION, l, ith, 1, nk * group, pos + 1);
     }

@@ -124,15 +124,16 @@ static int bind_tensors(er_model *m) {
 
     m->layers = er_arena_alloc(&m->sec[ER_SEC_MODEL], sizeof(er_layer) * (size_t)d->n_layer);
     if (!m->layers) return er_fail(ER_ECORRUPT, "internal: model section exhausted (layers)");
-    size_t kv_off = 0;
+    size_t kv_off = 0, ring_off = 0;
     for (int l = 0; l < d->n_layer; l++) {
         er_layer *L = &m->layers[l];
         memset(L, 0, sizeof *L);
         const unsigned kind = er_family_layer(&m->file, d, hp, l);
         /* the layer's part of each session's cache, as plan.c counted it */
-        L->kv_off = kv_off * d->kv_row;
         L->kv_rows = er_kv_layer_rows(d, kind, hp->sliding_window, &L->ring);
-        kv_off += L->kv_rows;
+        size_t *off = L->ring ? &ring_off : &kv_off;
+        L->kv_off = *off * d->kv_row;
+        *off += L->kv_rows;
         char nm[96];
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, l), nm)
         if ((rc = bind_vector(m, NAME("attn_norm.weight"), d->n_embd, true, &L->attn_norm)) ||
@@ -259,7 +260,7 @@ static int carve_runtime(er_model *m, int cuda) {
     m->sessions = take(m, ER_SEC_SESSIONS, (size_t)d->n_sessions, sizeof(er_session));
     if (!m->slot_used || !m->sessions) return er_fail(ER_ECORRUPT, "internal: session section smaller than planned");
     size_t kv_elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    size_t cache = d->kv_cache_rows * d->kv_row;
+    size_t cache = d->kv_cache_rows * d->kv_row, rings = d->kv_ring_rows * d->kv_row;
     for (int i = 0; i < d->n_sessions; i++) {
         er_session *s = &m->sessions[i];
         memset(s, 0, sizeof *s);
@@ -269,6 +270,9 @@ static int carve_runtime(er_model *m, int cuda) {
         s->k_cache = cuda ? NULL : take(m, ER_SEC_KV, cache, kv_elem);
         s->v_cache = cuda ? NULL : take(m, ER_SEC_KV, cache, kv_elem);
         s->conv_ring = d->conv_ring ? take(m, ER_SEC_KV, d->conv_ring, 4) : NULL;
+        s->k_ring = !cuda && rings ? take(m, ER_SEC_KV_WINDOW, rings, kv_elem) : NULL;
+        s->v_ring = !cuda && rings ? take(m, ER_SEC_KV_WINDOW, rings, kv_elem) : NULL;
+        if (!cuda && rings && !s->v_ring) return er_fail(ER_ECORRUPT, "internal: kv_window section smaller than planned");
         if (d->conv_ring && !s->conv_ring) return er_fail(ER_ECORRUPT, "internal: KV section smaller than planned");
         s->history = take(m, ER_SEC_SESSIONS, (size_t)d->n_ctx, 4);
         s->logits = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
@@ -298,7 +302,7 @@ static int carve_runtime(er_model *m, int cuda) {
  * counts page faults. */
 static void fault_in_runtime(er_model *m) {
     if (m->arena_owned) er_arena_advise_huge(&m->sec[ER_SEC_KV]);
-    const int secs[] = {ER_SEC_KV, ER_SEC_SESSIONS, ER_SEC_ACT, ER_SEC_THREADS, ER_SEC_TRACE};
+    const int secs[] = {ER_SEC_KV, ER_SEC_KV_WINDOW, ER_SEC_SESSIONS, ER_SEC_ACT, ER_SEC_THREADS, ER_SEC_TRACE};
     for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) er_arena_fault_in(&m->sec[secs[i]]);
 }
 

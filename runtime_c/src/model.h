@@ -31,6 +31,7 @@ enum er_sec {
     ER_SEC_THREADS,      /* thread pool state, per-thread attention scores */
     ER_SEC_TRACE,        /* op-trace ring (er_options.trace_events; 0 bytes when off) */
     ER_SEC_REPACKED,     /* weights rearranged at open into a kernel's interleaved layout (repack.c) */
+    ER_SEC_KV_WINDOW,    /* sliding-window layers' K and V rings of every session slot (er_kv_layer_rows) */
     ER_SEC_COUNT
 };
 
@@ -57,7 +58,8 @@ typedef struct er_layer {
     /* LFM2's short-convolution block, in place of attention where conv is 1:
      * in_proj gives B, C and x (n_embd each); y = C * conv(B * x); out_proj */
     int conv;
-    size_t kv_off;                         /* element offset of the layer's K (and V) cache in a session's */
+    size_t kv_off;                         /* element offset of the layer's K (and V) cache in the session's
+                                              full caches, or for a ring in its rings (er_kv_base) */
     size_t kv_rows;                        /* cached rows: n_ctx, 2 * ring, or 0 (model.h, er_kv_layer_rows) */
     int ring;                              /* positions of a sliding-window ring, or 0: row = position */
     er_weight conv_in, conv_out;
@@ -95,7 +97,8 @@ typedef struct er_dims {
     float attn_scale;          /* scores = q.k * attn_scale */
     int conv_l;                /* short-convolution taps (lfm2), else 0 */
     size_t conv_ring;          /* floats of a session's convolution ring: n_layer * conv_l * n_embd */
-    size_t kv_cache_rows;      /* rows of a session's K (and V) cache over all layers (er_kv_layer_rows) */
+    size_t kv_cache_rows;      /* rows of a session's K (and V) cache over its full-size layers */
+    size_t kv_ring_rows;       /* and over its sliding-window rings (er_kv_layer_rows) */
 } er_dims;
 
 /*
@@ -227,11 +230,17 @@ struct er_session {
     float *logits;             /* n_vocab */
     float *cand_p;             /* n_vocab sampler work */
     int32_t *cand_id;          /* n_vocab sampler work */
-    void *k_cache, *v_cache;   /* per layer kv_rows x kv_row of kv_type, at er_layer.kv_off */
+    void *k_cache, *v_cache;   /* full-size layers: kv_rows x kv_row of kv_type each, at er_layer.kv_off */
+    void *k_ring, *v_ring;     /* sliding-window layers' rings, the same way (section kv_window) */
     float *conv_ring;          /* lfm2: [n_layer][conv_l][n_embd], B*x of position p in row p % conv_l */
     uint64_t rng;
     er_stats stats;
 };
+
+/* Layer L's K (v = 0) or V (v = 1) cache in session s, from its first row. */
+static inline uint8_t *er_kv_base(const er_session *s, const er_layer *L, int v, size_t elem) {
+    return (uint8_t *)(L->ring ? (v ? s->v_ring : s->k_ring) : (v ? s->v_cache : s->k_cache)) + L->kv_off * elem;
+}
 
 struct er_model {
     gguf_file file;

@@ -16,9 +16,9 @@
 #include "tokenizer/vocab.h"
 
 static const char *const k_sec_names[ER_SEC_COUNT] = {
-    "model", "tokenizer", "kv_cache", "sessions", "activations", "threads", "trace", "repacked",
+    "model", "tokenizer", "kv_cache", "sessions", "activations", "threads", "trace", "repacked", "kv_window",
 };
-static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1, 1, 1};
+static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1, 1, 1, 1};
 
 /* Limits that keep every size product far from overflow on 32-bit targets too,
  * and reject absurd files before any arithmetic trusts them. */
@@ -220,6 +220,11 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
         size_t kv_elem = d->kv_type == ER_KV_F16 ? 2 : 4, per_cache;
         ok = ok && mul_ok(d->kv_cache_rows, d->kv_row, &per_cache);
         for (size_t s = 0; ok && !cuda && s < 2 * S; s++) ok = add_block(&sec[ER_SEC_KV], per_cache, kv_elem);
+        /* sliding-window layers' rings, accounted apart from the full caches */
+        size_t per_ring = 0;
+        ok = ok && mul_ok(d->kv_ring_rows, d->kv_row, &per_ring);
+        for (size_t s = 0; ok && !cuda && per_ring && s < 2 * S; s++)
+            ok = add_block(&sec[ER_SEC_KV_WINDOW], per_ring, kv_elem);
         /* lfm2: each session's convolution ring (model.h, er_session.conv_ring) */
         for (size_t s = 0; ok && d->conv_ring && s < S; s++) ok = add_block(&sec[ER_SEC_KV], d->conv_ring, 4);
 
@@ -325,10 +330,11 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         d->kv_row = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
         d->conv_ring = (size_t)d->n_layer * (size_t)d->conv_l * (size_t)d->n_embd;
         /* each layer's cached rows: n_ctx, a sliding window's ring, or none */
-        d->kv_cache_rows = 0;
+        d->kv_cache_rows = d->kv_ring_rows = 0;
         for (int l = 0; l < d->n_layer; l++) {
             int ring;
-            d->kv_cache_rows += er_kv_layer_rows(d, er_family_layer(f, d, hp, l), hp->sliding_window, &ring);
+            const size_t rows = er_kv_layer_rows(d, er_family_layer(f, d, hp, l), hp->sliding_window, &ring);
+            *(ring ? &d->kv_ring_rows : &d->kv_cache_rows) += rows;
         }
         d->kv_blk = er_att_heads(d, d->n_threads);
         if (!d->kv_blk) d->kv_blk = d->n_head_kv;

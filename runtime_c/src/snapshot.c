@@ -263,10 +263,9 @@ static void mirror_rings(er_session *s) {
         if (!L->ring) continue;
         for (int h = 0; h < d->n_head_kv; h += d->kv_blk) {
             size_t stride;
-            const size_t at = L->kv_off + er_kv_col_rows(d, L->kv_rows, h, 0, &stride);
+            const size_t at = er_kv_col_rows(d, L->kv_rows, h, 0, &stride) * elem;
             const size_t n = (size_t)L->ring * stride * elem;
-            memcpy((uint8_t *)s->k_cache + at * elem + n, (uint8_t *)s->k_cache + at * elem, n);
-            memcpy((uint8_t *)s->v_cache + at * elem + n, (uint8_t *)s->v_cache + at * elem, n);
+            for (int v = 0; v < 2; v++) memcpy(er_kv_base(s, L, v, elem) + at + n, er_kv_base(s, L, v, elem) + at, n);
         }
     }
 }
@@ -289,8 +288,7 @@ static int for_each_segment(const er_session *s, seg_fn fn, void *ctx) {
         const er_layer *L = &s->model->layers[l];
         if (!L->kv_rows) continue; /* lfm2's convolution layers cache nothing */
         if (d->kv_blk == d->n_head_kv && !L->ring) {
-            if ((rc = fn(ctx, (const uint8_t *)s->k_cache + L->kv_off * elem, rows)) ||
-                (rc = fn(ctx, (const uint8_t *)s->v_cache + L->kv_off * elem, rows)))
+            if ((rc = fn(ctx, er_kv_base(s, L, 0, elem), rows)) || (rc = fn(ctx, er_kv_base(s, L, 1, elem), rows)))
                 return rc;
             continue;
         }
@@ -300,7 +298,7 @@ static int for_each_segment(const er_session *s, seg_fn fn, void *ctx) {
          * (er_kv_layer_rows) goes as its window's last positions in order,
          * so it loads whatever n_batch (ring size) either side has. */
         for (int which = 0; which < 2; which++) {
-            const uint8_t *c = (const uint8_t *)(which ? s->v_cache : s->k_cache) + L->kv_off * elem;
+            const uint8_t *c = er_kv_base(s, L, which, elem);
             for (int p = saved_from(L, s->pos); p < s->pos; p++)
                 for (int h = 0; h < d->n_head_kv; h += d->kv_blk) {
                     size_t stride;
