@@ -3,7 +3,7 @@ and rewrite a GGUF with keys or tensors planted, changed or dropped (read with
 gguf-py's GGUFReader, written with its GGUFWriter)."""
 import numpy as np
 
-FAMILIES = ("llama3-rope-scaling", "qwen3", "smollm3", "gemma3", "phi3")
+FAMILIES = ("llama3-rope-scaling", "qwen3", "smollm3", "gemma3", "phi3", "lfm2")
 
 
 def family_dir(shared_data, fam):

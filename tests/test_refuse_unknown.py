@@ -26,7 +26,7 @@ def _open(path):
         return m.logits([1, 2, 3])
 
 
-@pytest.mark.parametrize("fam", ["llama3-rope-scaling", "qwen3", "smollm3", "gemma3", "phi3"])
+@pytest.mark.parametrize("fam", ["llama3-rope-scaling", "qwen3", "smollm3", "gemma3", "phi3", "lfm2"])
 def test_plain_copy_opens(shared_data, tmp_path, fam):
     src = llamacpp_file(shared_data, fam)
     got = _open(rewrite(src, tmp_path / "copy.gguf"))
@@ -58,9 +58,10 @@ KEYS = [
     ("gemma3", "gemma3.attention.sliding_window_pattern", "UINT32", 4),
     ("gemma3", "gemma3.attention.scale", "FLOAT32", 0.1),
     ("gemma3", "gemma3.rope.scaling.type", "STRING", "yarn"),
-    ("phi3", "phi3.rope.scaling.attn_factor", "FLOAT32", 1.19),
     ("phi3", "phi3.rope.scaling.type", "STRING", "longrope"),
     ("phi3", "phi3.rope.dimension_count", "UINT32", 10),                            # not what the file rotates
+    ("lfm2", "lfm2.attention.sliding_window", "UINT32", 8),
+    ("lfm2", "lfm2.ssm.conv_kernel", "UINT32", 4),
 ]
 
 
@@ -97,14 +98,17 @@ TENSORS = [
     ("llama3-rope-scaling", "blk.0.attn_output.bias", (96,)),
     ("qwen3", "blk.0.post_ffw_norm.weight", (96,)),
     ("qwen3", "rope_freqs.weight", (16,)),
+    ("qwen3", "rope_factors_long.weight", (16,)),
     ("smollm3", "blk.3.attn_k_norm.weight", (24,)),
     ("gemma3", "rope_freqs.weight", (16,)),
     ("gemma3", "blk.0.ffn_down.bias", (96,)),
-    ("phi3", "rope_factors_long.weight", (6,)),                     # LongRoPE
-    ("phi3", "rope_factors_short.weight", (6,)),
+    ("phi3", "rope_factors_short.weight", (6,)),                    # half of LongRoPE's pair
     ("phi3", "blk.0.attn_qkv.bias", (192,)),
     ("phi3", "blk.0.attn_q.weight", (96, 96)),
     ("phi3", "blk.9.attn_norm.weight", (96,)),                      # a layer past block_count
+    ("lfm2", "blk.0.shortconv.conv.bias", (96,)),                   # conv_bias: not applied
+    ("lfm2", "blk.0.attn_q_norm.weight", (24,)),                    # a conv layer's stray attention norm
+    ("lfm2", "output_norm.weight", (96,)),                          # lfm2's final norm is token_embd_norm
 ]
 
 
@@ -116,7 +120,7 @@ def test_planted_tensor_is_refused(shared_data, tmp_path, fam, name, shape):
         _open(path)
 
 
-@pytest.mark.parametrize("arch", ["gemma2", "lfm2", "mistral3", "phi2", "qwen2moe"])
+@pytest.mark.parametrize("arch", ["gemma2", "mamba", "mistral3", "phi2", "qwen2moe"])
 def test_unknown_architecture_is_refused(shared_data, tmp_path, arch):
     src = llamacpp_file(shared_data, "qwen3")
     path = rewrite(src, tmp_path / "arch.gguf", arch=arch)
@@ -139,3 +143,19 @@ def test_plan_refuses_keys_too(shared_data, tmp_path):
                    set_keys={"gemma3.attn_logit_softcapping": (_vt().FLOAT32, 50.0)})
     with pytest.raises(errors.UnsupportedError, match="attn_logit_softcapping"):
         edgerun.plan(str(path))
+
+
+def test_per_layer_kv_heads_only_for_lfm2(shared_data, tmp_path):
+    """A per-layer head_count_kv array (LFM2's layer kinds) in another family is refused."""
+    vt = _vt()
+    path = rewrite(llamacpp_file(shared_data, "qwen3"), tmp_path / "k.gguf",
+                   set_keys={"qwen3.attention.head_count_kv": (vt.ARRAY, [2, 2, 0, 2])})
+    with pytest.raises(errors.UnsupportedError, match="head_count_kv"):
+        _open(path)
+
+
+def test_longrope_needs_both_factor_sets(shared_data, tmp_path):
+    path = rewrite(llamacpp_file(shared_data, "phi3"), tmp_path / "l.gguf",
+                   add_tensors={"rope_factors_long.weight": np.ones(6, np.float32)})
+    with pytest.raises(errors.CorruptModelError, match="rope_factors_short"):
+        _open(path)

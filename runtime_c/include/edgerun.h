@@ -98,7 +98,7 @@ typedef struct er_section {
     int32_t device;       /* 0: host arena; 1: GPU memory (isa "cuda": the one device allocation) */
 } er_section;
 
-#define ER_MAX_SECTIONS 12
+#define ER_MAX_SECTIONS 16
 
 /* The arena plan: bytes per section and the total, including alignment.
  * With isa "cuda" the host sections that live on the GPU instead (kv_cache,
@@ -134,6 +134,9 @@ typedef struct er_hparams {
     float rope_freq_base_swa; /* RoPE base of the sliding-window layers (gemma3), else rope_freq_base */
     int32_t sliding_window;   /* positions a sliding-window layer attends to (0 = none) */
     float final_logit_softcap; /* logits = c * tanh(logits / c) with this c (0 = none) */
+    int32_t rope_longrope;    /* LongRoPE (phi3): 1 = rope_factors_short, 2 = rope_factors_long, chosen at
+                                 open as llama.cpp does: long when n_ctx > the original context; 0 = none */
+    float rope_attn_factor;   /* RoPE cos and sin scaled by it (rope.scaling.attn_factor; 1 = none) */
 } er_hparams;
 
 /* One tensor of the file. Pointers are into the model's mapping. */

@@ -32,7 +32,9 @@ static const char *const k_llama[] = {"rope.scaling.type", "rope.scaling.factor"
 static const char *const k_none[] = {NULL};
 static const char *const k_gemma3[] = {"attention.sliding_window", "rope.freq_base_swa", "final_logit_softcapping",
                                        "rope.scaling.type", "rope.scaling.factor", NULL};
-static const char *const k_phi3[] = {"attention.sliding_window", "rope.scaling.original_context_length", NULL};
+static const char *const k_phi3[] = {"attention.sliding_window", "rope.scaling.original_context_length",
+                                     "rope.scaling.attn_factor", NULL};
+static const char *const k_lfm2[] = {"shortconv.l_cache", NULL};
 
 typedef struct er_family {
     const char *arch;
@@ -49,10 +51,11 @@ static const er_family k_families[] = {
     {"smollm3", ER_T_NOPE4, k_none},
     {"gemma3", ER_T_NEOX | ER_T_QK_NORM | ER_T_POST_NORMS | ER_T_GELU | ER_T_EMBD_SCALE | ER_T_SWA6, k_gemma3},
     {"phi3", ER_T_NEOX | ER_T_FUSED, k_phi3},
+    {"lfm2", ER_T_NEOX | ER_T_QK_NORM | ER_T_SHORTCONV, k_lfm2},
 };
 #define N_FAMILIES (sizeof k_families / sizeof k_families[0])
 
-const char *er_family_list(void) { return "llama, qwen2, qwen3, smollm3, gemma3, phi3"; }
+const char *er_family_list(void) { return "llama, qwen2, qwen3, smollm3, gemma3, phi3, lfm2"; }
 
 static bool in_list(const char *const *list, const char *s, size_t n) {
     for (; *list; list++)
@@ -166,9 +169,33 @@ int er_family_read(const gguf_file *f, er_str arch, er_hparams *hp, er_dims *d) 
     if ((rc = get_f32_key(f, a, "rope.freq_base_swa", &hp->rope_freq_base_swa, &present))) return rc;
     if (present && !(hp->rope_freq_base_swa > 0.0f))
         return er_fail(ER_ECORRUPT, "key '%s.rope.freq_base_swa' must be positive", a);
+    hp->rope_attn_factor = 1.0f;
+    if ((rc = get_f32_key(f, a, "rope.scaling.attn_factor", &hp->rope_attn_factor, &present))) return rc;
+    if (present && !(hp->rope_attn_factor > 0.0f))
+        return er_fail(ER_ECORRUPT, "key '%s.rope.scaling.attn_factor' must be positive", a);
+    /* LongRoPE (Phi-3.5, Phi-4-mini): per-frequency divisors for short and
+     * long contexts; which one is read at open (model.c) from n_ctx */
+    if ((fam->traits & ER_T_FUSED) && gguf_find_tensor(f, "rope_factors_long.weight", NULL)) {
+        uint32_t orig;
+        snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+        if (!gguf_get_u32(f, key, &orig) || orig < 1)
+            return er_fail(ER_ECORRUPT, "tensor 'rope_factors_long.weight' needs key '%s'", key);
+        if (!gguf_find_tensor(f, "rope_factors_short.weight", NULL))
+            return er_fail(ER_ECORRUPT, "tensor 'rope_factors_long.weight' without 'rope_factors_short.weight'");
+        hp->rope_longrope = (int32_t)orig; /* the original context, until er_plan_file picks the set */
+    }
     if ((rc = get_f32_key(f, a, "final_logit_softcapping", &hp->final_logit_softcap, &present))) return rc;
     if (present && !(hp->final_logit_softcap > 0.0f))
         return er_fail(ER_ECORRUPT, "key '%s.final_logit_softcapping' must be positive", a);
+
+    /* LFM2's short convolutions: kernel length (taps) of every conv layer */
+    if (fam->traits & ER_T_SHORTCONV) {
+        uint32_t lc;
+        snprintf(key, sizeof key, "%s.shortconv.l_cache", a);
+        if (!gguf_get_u32(f, key, &lc)) return er_fail(ER_ECORRUPT, "required key '%s' is missing (or not a u32)", key);
+        if (lc < 1 || lc > 64) return er_fail(ER_EUNSUPPORTED, "key '%s' = %u is out of range [1, 64]", key, lc);
+        d->conv_l = (int)lc;
+    }
 
     /* the embedding's own count must agree with the vocabulary key */
     uint32_t nv;
@@ -178,8 +205,54 @@ int er_family_read(const gguf_file *f, er_str arch, er_hparams *hp, er_dims *d) 
     return ER_OK;
 }
 
-unsigned er_family_layer(const er_dims *d, const er_hparams *hp, int l) {
+/* Element l of an integer array key (I32 or U32), or -1. */
+static int64_t arr_int(const gguf_kv *kv, uint64_t l) {
+    if (l >= kv->arr_n) return -1;
+    if (kv->arr_type == GGUF_I32) {
+        int32_t v;
+        memcpy(&v, kv->arr_data + 4 * l, 4);
+        return v;
+    }
+    uint32_t v;
+    memcpy(&v, kv->arr_data + 4 * l, 4);
+    return v;
+}
+
+int er_family_head_count_kv(const gguf_file *f, const char *arch, int n_layer, int *n_head_kv) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+    gguf_kv kv;
+    if (!gguf_find_kv(f, key, &kv) || kv.type != GGUF_ARR) return 0;
+    if (kv.arr_type != GGUF_I32 && kv.arr_type != GGUF_U32)
+        return er_fail(ER_ECORRUPT, "key '%s' is an array of the wrong type (want integers)", key);
+    if (kv.arr_n != (uint64_t)n_layer)
+        return er_fail(ER_ECORRUPT, "key '%s' has %llu elements for %d layers", key, (unsigned long long)kv.arr_n,
+                       n_layer);
+    /* per layer: 0 marks a layer without attention (LFM2's convolutions);
+     * every attention layer must have the same count (one cache row size) */
+    int n = 0;
+    for (int l = 0; l < n_layer; l++) {
+        const int64_t v = arr_int(&kv, (uint64_t)l);
+        if (v < 0 || v > (1 << 20)) return er_fail(ER_ECORRUPT, "key '%s'[%d] = %lld is out of range", key, l, (long long)v);
+        if (v && n && v != n)
+            return er_fail(ER_EUNSUPPORTED, "key '%s': attention layers with different K/V head counts (%d, %lld)",
+                           key, n, (long long)v);
+        if (v) n = (int)v;
+    }
+    if (!n) return er_fail(ER_EUNSUPPORTED, "key '%s': no layer has attention", key);
+    *n_head_kv = n;
+    return 1;
+}
+
+unsigned er_family_layer(const gguf_file *f, const er_dims *d, const er_hparams *hp, int l) {
     unsigned k = 0;
+    /* LFM2: a layer whose K/V head count is 0 is a short-convolution block */
+    if (d->traits & ER_T_SHORTCONV) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", hp->arch);
+        gguf_kv kv;
+        if (gguf_find_kv(f, key, &kv) && kv.type == GGUF_ARR && arr_int(&kv, (uint64_t)l) == 0) k |= ER_L_CONV;
+    }
     /* SmolLM3 leaves RoPE out of every fourth layer; llama.cpp's converter
      * writes no key for it (its runtime fixes the step at 4, as
      * transformers' no_rope_layer_interval default does) */

@@ -239,20 +239,24 @@ static inline int att_lo(const er_layer *L, int p) { return L->window && p + 1 >
 static void store_kv(const er_model *md, const er_session *s, int layer, int pos, const float *k, const float *v,
                      int h0, int h1) {
     const er_dims *d = &md->d;
-    const size_t layer_off = (size_t)layer * d->n_ctx * d->kv_row;
-    for (int h = h0, next; h < h1; h = next) {
-        size_t stride;
-        const size_t at = layer_off + er_kv_col(d, h, pos, &stride);
-        next = (h / d->kv_blk + 1) * d->kv_blk;
-        if (next > h1) next = h1;
-        const size_t c = (size_t)h * d->head_dim;
-        const int n = (next - h) * d->head_dim;
-        if (d->kv_type == ER_KV_F16) {
-            md->k->f32_to_f16(k + c, (er_f16 *)s->k_cache + at, n);
-            md->k->f32_to_f16(v + c, (er_f16 *)s->v_cache + at, n);
-        } else {
-            memcpy((float *)s->k_cache + at, k + c, (size_t)n * sizeof(float));
-            memcpy((float *)s->v_cache + at, v + c, (size_t)n * sizeof(float));
+    const er_layer *L = &md->layers[layer];
+    /* a sliding-window ring's positions go to two rows (model.h, er_kv_layer_rows) */
+    for (int copy = 0; copy < (L->ring ? 2 : 1); copy++) {
+        const int row = er_kv_slot(L->ring, pos) + copy * L->ring;
+        for (int h = h0, next; h < h1; h = next) {
+            size_t stride;
+            const size_t at = er_kv_col_rows(d, L->kv_rows, h, row, &stride);
+            next = (h / d->kv_blk + 1) * d->kv_blk;
+            if (next > h1) next = h1;
+            const size_t c = (size_t)h * d->head_dim;
+            const int n = (next - h) * d->head_dim;
+            if (d->kv_type == ER_KV_F16) {
+                md->k->f32_to_f16(k + c, (er_f16 *)(void *)er_kv_base(s, L, 0, 2) + at, n);
+                md->k->f32_to_f16(v + c, (er_f16 *)(void *)er_kv_base(s, L, 1, 2) + at, n);
+            } else {
+                memcpy((float *)(void *)er_kv_base(s, L, 0, 4) + at, k + c, (size_t)n * sizeof(float));
+                memcpy((float *)(void *)er_kv_base(s, L, 1, 4) + at, v + c, (size_t)n * sizeof(float));
+            }
         }
     }
 }
@@ -358,8 +362,8 @@ static void att_worker(void *ctx, int ith, int nth) {
                         : t->tokens ? (t->m + t->tokens - 1) / t->tokens * d->n_head_kv
                                     : t->m * d->n_head;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    const size_t layer_off = (size_t)t->layer * d->n_ctx * d->kv_row;
     const er_layer *L = &md->layers[t->layer];
+    const uint8_t *k_base = er_kv_base(t->s, L, 0, elem), *v_base = er_kv_base(t->s, L, 1, elem);
     /* per-thread scratch, indexed by ith: each thread's own */
     float *scratch = md->act.scores + (size_t)ith * er_att_scratch(d);
     const float scale = d->attn_scale;
@@ -374,9 +378,10 @@ static void att_worker(void *ctx, int ith, int nth) {
             const int k0 = i * t->heads, nk = d->n_head_kv - k0 < t->heads ? d->n_head_kv - k0 : t->heads;
             const int lo = att_lo(L, t->pos0);
             size_t stride;
-            const size_t off = (layer_off + er_kv_col(d, k0, lo, &stride)) * elem, at = (size_t)k0 * group * hd;
-            md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1 - lo, (const uint8_t *)t->s->k_cache + off,
-                                   (const uint8_t *)t->s->v_cache + off, d->kv_type, stride, nk, group, hd, scale,
+            const size_t off = er_kv_col_rows(d, L->kv_rows, k0, er_kv_slot(L->ring, lo), &stride) * elem;
+            const size_t at = (size_t)k0 * group * hd;
+            md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1 - lo, k_base + off,
+                                   v_base + off, d->kv_type, stride, nk, group, hd, scale,
                                    scratch);
             done += nk * group;
             continue;
@@ -392,16 +397,17 @@ static void att_worker(void *ctx, int ith, int nth) {
             h0 = i % d->n_head, h1 = h0 + 1;
         }
         size_t stride;
-        const size_t head_off = (layer_off + er_kv_col(d, h0 / group, 0, &stride)) * elem;
-        const uint8_t *kc = (const uint8_t *)t->s->k_cache + head_off, *vc = (const uint8_t *)t->s->v_cache + head_off;
+        const size_t head_off = er_kv_col_rows(d, L->kv_rows, h0 / group, 0, &stride) * elem;
+        const uint8_t *kc = k_base + head_off, *vc = v_base + head_off;
         int nq = 0;
         for (int b = b0; b < b1; b++) {
             /* a sliding window starts each token's positions at its own
              * first one: its queries go out in a call of their own */
             const int lo = att_lo(L, t->pos0 + b);
             if (L->window) {
-                kc = (const uint8_t *)t->s->k_cache + head_off + (size_t)lo * stride * elem;
-                vc = (const uint8_t *)t->s->v_cache + head_off + (size_t)lo * stride * elem;
+                const size_t row = (size_t)er_kv_slot(L->ring, lo);
+                kc = k_base + head_off + row * stride * elem;
+                vc = v_base + head_off + row * stride * elem;
             }
             for (int h = h0; h < h1; h++) {
                 const size_t at = (size_t)b * d->n_head * hd + (size_t)h * hd;
@@ -436,15 +442,16 @@ static void att_split_worker(void *ctx, int ith, int nth) {
     er_model *md = t->md;
     uint64_t t_op = ith ? er_trace_begin(&md->trace) : 0;
     const er_dims *d = &md->d;
-    const int lo = att_lo(&md->layers[t->layer], t->pos0);
+    const er_layer *L = &md->layers[t->layer];
+    const int lo = att_lo(L, t->pos0);
     const int hd = d->head_dim, group = d->n_head / d->n_head_kv, n_kv = t->pos0 + 1 - lo;
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    const size_t layer_off = ((size_t)t->layer * d->n_ctx + (size_t)lo) * d->kv_row * elem;
+    const size_t layer_off = (size_t)er_kv_slot(L->ring, lo) * d->kv_row * elem;
     float *sc = md->act.scores;
     (void)nth;
     int done = 0;
     if (t->rows) {
-        const uint8_t *kc = (const uint8_t *)t->s->k_cache + layer_off;
+        const uint8_t *kc = er_kv_base(t->s, L, 0, elem) + layer_off;
         const float scale = d->attn_scale;
         for (int i; (i = er_pool_claim(&t->next)) < (n_kv + t->rows - 1) / t->rows;) {
             const int t0 = i * t->rows, t1 = n_kv - t0 < t->rows ? n_kv : t0 + t->rows;
@@ -452,7 +459,7 @@ static void att_split_worker(void *ctx, int ith, int nth) {
                                     scale);
         }
     } else {
-        const uint8_t *vc = (const uint8_t *)t->s->v_cache + layer_off;
+        const uint8_t *vc = er_kv_base(t->s, L, 1, elem) + layer_off;
         const int per = (d->n_head_kv + md->pool.n_threads - 1) / md->pool.n_threads;
         for (int i; (i = er_pool_claim(&t->next)) * per < d->n_head_kv;) {
             const int h = i * per, nk = d->n_head_kv - h < per ? d->n_head_kv - h : per;
@@ -564,9 +571,9 @@ static void block_worker(void *ctx, int ith, int nth) {
         t0 = er_trace_begin(tr);
         size_t stride;
         const int lo = att_lo(L, pos);
-        const size_t off = ((size_t)l * d->n_ctx * d->kv_row + er_kv_col(d, h0, lo, &stride)) * elem;
-        k->attention_heads(md->act.att + q0, q, pos + 1 - lo, (const uint8_t *)t->at.s->k_cache + off,
-                           (const uint8_t *)t->at.s->v_cache + off, d->kv_type, stride, nk, group, hd,
+        const size_t off = er_kv_col_rows(d, L->kv_rows, h0, er_kv_slot(L->ring, lo), &stride) * elem;
+        k->attention_heads(md->act.att + q0, q, pos + 1 - lo, er_kv_base(t->at.s, L, 0, elem) + off,
+                           er_kv_base(t->at.s, L, 1, elem) + off, d->kv_type, stride, nk, group, hd,
                            d->attn_scale, scratch);
         er_trace_end(tr, t0, ER_OP_ATTENTION, l, ith, 1, nk * group, pos + 1);
     }
@@ -625,6 +632,9 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
             er_rope_angles(cs, d->head_dim, s->pos + b, hp->rope_freq_base);
         else
             er_rope_angles_scaled(cs, d->n_rot, s->pos + b, hp->rope_freq_base, hp->rope_scale, md->rope_freqs);
+        /* LongRoPE's attention factor scales cos and sin (transformers: cos * attention_scaling) */
+        if (hp->rope_attn_factor != 1.0f)
+            for (int i = 0; i < d->n_rot; i++) cs[i] *= hp->rope_attn_factor;
         if (swa6)
             er_rope_angles(md->act.rope_cs_swa + (size_t)b * d->head_dim, d->head_dim, s->pos + b,
                            hp->rope_freq_base_swa);
@@ -634,18 +644,31 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     for (int l = 0; l < d->n_layer; l++) {
         const er_layer *L = &md->layers[l];
 
-        /* attention block */
+        /* attention block (or LFM2's short convolution) */
         t0 = er_trace_begin(tr);
         each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .op = ER_OP_ATTN_NORM, .layer = l, .m = m, .n = E,
                                   .src = x, .w = L->attn_norm, .dst = xb});
-        const int heads = m == 1 && block_fits(md, L) ? er_att_heads(d, md->pool.n_threads) : 0;
-        if (heads) {
+        const int heads = m == 1 && !L->conv && block_fits(md, L) ? er_att_heads(d, md->pool.n_threads) : 0;
+        if (L->conv) {
+            /* traced as the attention block's operations: in_proj as qkv,
+             * the convolution as attention, out_proj as attn_out */
+            er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
+            matmul1(md, ER_OP_QKV, l, xb, m, &L->conv_in, md->act.conv);
+            t0 = er_trace_begin(tr);
+            const er_family_kernels fk = er_kernels_family(k);
+            float *ring = s->conv_ring + (size_t)l * (size_t)d->conv_l * (size_t)E;
+            for (int b = 0; b < m; b++) /* in order: the ring holds the last conv_l positions */
+                fk.shortconv(xb + (size_t)b * E, md->act.conv + (size_t)b * 3 * E, ring, L->conv_w, E, d->conv_l,
+                             s->pos + b);
+            er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, E, 3 * E);
+            matmul1(md, ER_OP_ATTN_OUT, l, xb, m, &L->conv_out, xb2);
+        } else if (heads) {
             attention_block(md, s, L, l, xb, heads, t0);
         } else {
             er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
             attention(md, s, L, l, m);
         }
-        matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
+        if (!L->conv) matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
         if (L->post_attn_norm)
             each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = xb2,
                                       .w = L->post_attn_norm, .dst = xb2});

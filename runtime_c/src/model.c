@@ -95,7 +95,9 @@ static int bind_tensors(er_model *m) {
     if (m->file.n_tensors && !m->bound) return er_fail(ER_ECORRUPT, "internal: model section exhausted (bound)");
     memset(m->bound, 0, (size_t)m->file.n_tensors);
     if ((rc = bind_matrix(m, "token_embd.weight", d->n_embd, d->n_vocab, &m->tok_embd))) return rc;
-    if ((rc = bind_vector(m, "output_norm.weight", d->n_embd, true, &m->output_norm))) return rc;
+    /* LFM2's final norm is stored under the embedding norm's name */
+    const char *out_norm = d->traits & ER_T_SHORTCONV ? "token_embd_norm.weight" : "output_norm.weight";
+    if ((rc = bind_vector(m, out_norm, d->n_embd, true, &m->output_norm))) return rc;
     if (m->hp.tied_output)
         m->output = m->tok_embd;
     else if ((rc = bind_matrix(m, "output.weight", d->n_embd, d->n_vocab, &m->output)))
@@ -107,20 +109,57 @@ static int bind_tensors(er_model *m) {
             if (!(m->rope_freqs[i] > 0.0f) || !isfinite(m->rope_freqs[i]))
                 return er_fail(ER_ECORRUPT, "tensor 'rope_freqs.weight' element %d is not a positive number", i);
     }
+    /* LongRoPE: both sets are understood; the one this context uses is applied */
+    if (hp->rope_longrope) {
+        const float *shorts, *longs;
+        if ((rc = bind_vector(m, "rope_factors_short.weight", d->n_rot / 2, true, &shorts)) ||
+            (rc = bind_vector(m, "rope_factors_long.weight", d->n_rot / 2, true, &longs)))
+            return rc;
+        m->rope_freqs = hp->rope_longrope == 2 ? longs : shorts;
+        for (int i = 0; i < d->n_rot / 2; i++)
+            if (!(m->rope_freqs[i] > 0.0f) || !isfinite(m->rope_freqs[i]))
+                return er_fail(ER_ECORRUPT, "tensor 'rope_factors_%s.weight' element %d is not a positive number",
+                               hp->rope_longrope == 2 ? "long" : "short", i);
+    }
 
     m->layers = er_arena_alloc(&m->sec[ER_SEC_MODEL], sizeof(er_layer) * (size_t)d->n_layer);
     if (!m->layers) return er_fail(ER_ECORRUPT, "internal: model section exhausted (layers)");
+    size_t kv_off = 0, ring_off = 0;
     for (int l = 0; l < d->n_layer; l++) {
         er_layer *L = &m->layers[l];
         memset(L, 0, sizeof *L);
-        const unsigned kind = er_family_layer(d, hp, l);
+        const unsigned kind = er_family_layer(&m->file, d, hp, l);
+        /* the layer's part of each session's cache, as plan.c counted it */
+        L->kv_rows = er_kv_layer_rows(d, kind, hp->sliding_window, &L->ring);
+        size_t *off = L->ring ? &ring_off : &kv_off;
+        L->kv_off = *off * d->kv_row;
+        *off += L->kv_rows;
         char nm[96];
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, l), nm)
         if ((rc = bind_vector(m, NAME("attn_norm.weight"), d->n_embd, true, &L->attn_norm)) ||
             (rc = bind_vector(m, NAME("ffn_norm.weight"), d->n_embd, true, &L->ffn_norm)) ||
-            (rc = bind_matrix(m, NAME("attn_output.weight"), qd, d->n_embd, &L->wo)) ||
             (rc = bind_matrix(m, NAME("ffn_down.weight"), d->n_ff, d->n_embd, &L->w_down)))
             return rc;
+        if (kind & ER_L_CONV) {
+            /* LFM2's short convolution block in place of attention; the FFN as llama's */
+            if ((rc = bind_matrix(m, NAME("shortconv.in_proj.weight"), d->n_embd, 3 * d->n_embd, &L->conv_in)) ||
+                (rc = bind_matrix(m, NAME("shortconv.out_proj.weight"), d->n_embd, d->n_embd, &L->conv_out)) ||
+                (rc = bind_matrix(m, NAME("ffn_gate.weight"), d->n_embd, d->n_ff, &L->w_gate)) ||
+                (rc = bind_matrix(m, NAME("ffn_up.weight"), d->n_embd, d->n_ff, &L->w_up)))
+                return rc;
+            gguf_tensor t;
+            if ((rc = find_tensor(m, NAME("shortconv.conv.weight"), true, &t)) < 0) return rc;
+            if (t.n_dims != 2 || t.ne[0] != (uint64_t)d->conv_l || t.ne[1] != (uint64_t)d->n_embd)
+                return er_fail(ER_ECORRUPT, "tensor '%s' has shape [%llu, %llu], want [%d, %d]", nm,
+                               (unsigned long long)t.ne[0], (unsigned long long)t.ne[1], d->conv_l, d->n_embd);
+            if (t.type != GGML_F32 || (uintptr_t)t.data % sizeof(float))
+                return er_fail(ER_EUNSUPPORTED, "tensor '%s' has type %s (this runtime reads the convolution "
+                               "taps as F32, which llama.cpp's converter writes)", nm, ggml_type_name(t.type));
+            L->conv_w = (const float *)t.data;
+            L->conv = 1;
+            continue;
+        }
+        if ((rc = bind_matrix(m, NAME("attn_output.weight"), qd, d->n_embd, &L->wo))) return rc;
         if (d->traits & ER_T_FUSED) {
             er_weight qkv, gu;
             if ((rc = bind_matrix(m, NAME("attn_qkv.weight"), d->n_embd, qd + 2 * kvd, &qkv)) ||
@@ -211,6 +250,8 @@ static int carve_runtime(er_model *m, int cuda) {
         m->act.scores = take(m, ER_SEC_ACT, (size_t)d->n_threads * er_att_scratch(d), 4);
         m->act.rope_cs = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
         m->act.rope_cs_swa = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
+        m->act.conv = d->conv_l ? take(m, ER_SEC_ACT, B * 3 * E, 4) : NULL;
+        if (d->conv_l && !m->act.conv) return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
         if (!m->act.scores || !m->act.rope_cs_swa)
             return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
     }
@@ -219,7 +260,7 @@ static int carve_runtime(er_model *m, int cuda) {
     m->sessions = take(m, ER_SEC_SESSIONS, (size_t)d->n_sessions, sizeof(er_session));
     if (!m->slot_used || !m->sessions) return er_fail(ER_ECORRUPT, "internal: session section smaller than planned");
     size_t kv_elem = d->kv_type == ER_KV_F16 ? 2 : 4;
-    size_t cache = (size_t)d->n_layer * d->n_ctx * d->kv_row;
+    size_t cache = d->kv_cache_rows * d->kv_row, rings = d->kv_ring_rows * d->kv_row;
     for (int i = 0; i < d->n_sessions; i++) {
         er_session *s = &m->sessions[i];
         memset(s, 0, sizeof *s);
@@ -228,6 +269,11 @@ static int carve_runtime(er_model *m, int cuda) {
         s->slot = i;
         s->k_cache = cuda ? NULL : take(m, ER_SEC_KV, cache, kv_elem);
         s->v_cache = cuda ? NULL : take(m, ER_SEC_KV, cache, kv_elem);
+        s->conv_ring = d->conv_ring ? take(m, ER_SEC_KV, d->conv_ring, 4) : NULL;
+        s->k_ring = !cuda && rings ? take(m, ER_SEC_KV_WINDOW, rings, kv_elem) : NULL;
+        s->v_ring = !cuda && rings ? take(m, ER_SEC_KV_WINDOW, rings, kv_elem) : NULL;
+        if (!cuda && rings && !s->v_ring) return er_fail(ER_ECORRUPT, "internal: kv_window section smaller than planned");
+        if (d->conv_ring && !s->conv_ring) return er_fail(ER_ECORRUPT, "internal: KV section smaller than planned");
         s->history = take(m, ER_SEC_SESSIONS, (size_t)d->n_ctx, 4);
         s->logits = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
         s->cand_p = take(m, ER_SEC_SESSIONS, (size_t)d->n_vocab, 4);
@@ -256,7 +302,7 @@ static int carve_runtime(er_model *m, int cuda) {
  * counts page faults. */
 static void fault_in_runtime(er_model *m) {
     if (m->arena_owned) er_arena_advise_huge(&m->sec[ER_SEC_KV]);
-    const int secs[] = {ER_SEC_KV, ER_SEC_SESSIONS, ER_SEC_ACT, ER_SEC_THREADS, ER_SEC_TRACE};
+    const int secs[] = {ER_SEC_KV, ER_SEC_KV_WINDOW, ER_SEC_SESSIONS, ER_SEC_ACT, ER_SEC_THREADS, ER_SEC_TRACE};
     for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) er_arena_fault_in(&m->sec[secs[i]]);
 }
 

@@ -31,6 +31,7 @@ enum er_sec {
     ER_SEC_THREADS,      /* thread pool state, per-thread attention scores */
     ER_SEC_TRACE,        /* op-trace ring (er_options.trace_events; 0 bytes when off) */
     ER_SEC_REPACKED,     /* weights rearranged at open into a kernel's interleaved layout (repack.c) */
+    ER_SEC_KV_WINDOW,    /* sliding-window layers' K and V rings of every session slot (er_kv_layer_rows) */
     ER_SEC_COUNT
 };
 
@@ -54,6 +55,15 @@ typedef struct er_layer {
     int rope;                              /* RoPE angles: 0 none (NoPE), 1 act.rope_cs, 2 act.rope_cs_swa */
     int window;                            /* positions each query sees (sliding window), or 0: all */
     int fused;                             /* wq/wk/wv and w_gate/w_up are views into fused tensors (phi3) */
+    /* LFM2's short-convolution block, in place of attention where conv is 1:
+     * in_proj gives B, C and x (n_embd each); y = C * conv(B * x); out_proj */
+    int conv;
+    size_t kv_off;                         /* element offset of the layer's K (and V) cache in the session's
+                                              full caches, or for a ring in its rings (er_kv_base) */
+    size_t kv_rows;                        /* cached rows: n_ctx, 2 * ring, or 0 (model.h, er_kv_layer_rows) */
+    int ring;                              /* positions of a sliding-window ring, or 0: row = position */
+    er_weight conv_in, conv_out;
+    const float *conv_w;                   /* [n_embd][conv_l] taps, the last one the current position's */
 } er_layer;
 
 /* Family traits (family.c): which steps of the forward pass a family takes. */
@@ -67,9 +77,10 @@ enum {
     ER_T_FUSED = 1u << 6,      /* attn_qkv and ffn_up holding gate and up (phi3) */
     ER_T_NOPE4 = 1u << 7,      /* every fourth layer has no RoPE (smollm3) */
     ER_T_SWA6 = 1u << 8,       /* five sliding-window layers, then a global one (gemma3) */
+    ER_T_SHORTCONV = 1u << 9,  /* gated short-convolution layers between attention layers (lfm2) */
 };
 /* Per-layer kinds (er_family_layer). */
-enum { ER_L_NOPE = 1u << 0, ER_L_SWA = 1u << 1 };
+enum { ER_L_NOPE = 1u << 0, ER_L_SWA = 1u << 1, ER_L_CONV = 1u << 2 };
 
 /* Shapes the plan and the forward pass agree on. */
 typedef struct er_dims {
@@ -84,6 +95,10 @@ typedef struct er_dims {
     unsigned traits;           /* ER_T_* */
     int n_rot;                 /* dimensions of each head RoPE rotates (<= head_dim) */
     float attn_scale;          /* scores = q.k * attn_scale */
+    int conv_l;                /* short-convolution taps (lfm2), else 0 */
+    size_t conv_ring;          /* floats of a session's convolution ring: n_layer * conv_l * n_embd */
+    size_t kv_cache_rows;      /* rows of a session's K (and V) cache over its full-size layers */
+    size_t kv_ring_rows;       /* and over its sliding-window rings (er_kv_layer_rows) */
 } er_dims;
 
 /*
@@ -168,13 +183,43 @@ static inline int er_att_split(const er_dims *d, int n_threads, int n_kv) {
  * layer's cache (layers are n_ctx * kv_row elements apart); *stride gets the
  * elements from one position of that head to the next.
  */
-static inline size_t er_kv_col(const er_dims *d, int h, int pos, size_t *stride) {
+static inline size_t er_kv_col_rows(const er_dims *d, size_t rows, int h, int pos, size_t *stride) {
     const int first = h / d->kv_blk * d->kv_blk;
     const int w = d->n_head_kv - first < d->kv_blk ? d->n_head_kv - first : d->kv_blk;
     *stride = (size_t)w * (size_t)d->head_dim;
-    return (size_t)first * (size_t)d->head_dim * (size_t)d->n_ctx + (size_t)pos * *stride +
+    return (size_t)first * (size_t)d->head_dim * rows + (size_t)pos * *stride +
            (size_t)(h - first) * (size_t)d->head_dim;
 }
+static inline size_t er_kv_col(const er_dims *d, int h, int pos, size_t *stride) {
+    return er_kv_col_rows(d, (size_t)d->n_ctx, h, pos, stride);
+}
+
+/*
+ * Layers differ in how many cached rows they keep (er_layer kv_off,
+ * kv_rows, ring): n_ctx for a global layer, none for LFM2's convolution
+ * layers, and for a sliding-window layer a ring of R = window + n_batch - 1
+ * positions, written twice (rows p % R and p % R + R), so that each query's
+ * window [p - window + 1, p] is the R-row-or-less run starting at row
+ * (p - window + 1) % R, read as the kernels read any cache. R is more than
+ * the window by a prefill chunk less one: a chunk stores all its positions
+ * before its attention reads, and its last store must not overwrite a row
+ * its first query still sees. Taken where 2R < n_ctx (else the full cache).
+ * er_kv_layer_rows gives a layer kind's rows and ring (0: none).
+ */
+static inline size_t er_kv_layer_rows(const er_dims *d, unsigned kind, int window, int *ring) {
+    *ring = 0;
+    if (kind & ER_L_CONV) return 0;
+    if ((kind & ER_L_SWA) && window > 0) {
+        const size_t r = (size_t)window + (size_t)d->n_batch - 1;
+        if (2 * r < (size_t)d->n_ctx) {
+            *ring = (int)r;
+            return 2 * r;
+        }
+    }
+    return (size_t)d->n_ctx;
+}
+/* The cache row of position pos in a layer with ring R (0: none). */
+static inline int er_kv_slot(int ring, int pos) { return ring ? pos % ring : pos; }
 
 struct er_session {
     er_model *model;
@@ -185,10 +230,17 @@ struct er_session {
     float *logits;             /* n_vocab */
     float *cand_p;             /* n_vocab sampler work */
     int32_t *cand_id;          /* n_vocab sampler work */
-    void *k_cache, *v_cache;   /* [n_layer][n_ctx][kv_row] of kv_type */
+    void *k_cache, *v_cache;   /* full-size layers: kv_rows x kv_row of kv_type each, at er_layer.kv_off */
+    void *k_ring, *v_ring;     /* sliding-window layers' rings, the same way (section kv_window) */
+    float *conv_ring;          /* lfm2: [n_layer][conv_l][n_embd], B*x of position p in row p % conv_l */
     uint64_t rng;
     er_stats stats;
 };
+
+/* Layer L's K (v = 0) or V (v = 1) cache in session s, from its first row. */
+static inline uint8_t *er_kv_base(const er_session *s, const er_layer *L, int v, size_t elem) {
+    return (uint8_t *)(L->ring ? (v ? s->v_ring : s->k_ring) : (v ? s->v_cache : s->k_cache)) + L->kv_off * elem;
+}
 
 struct er_model {
     gguf_file file;
@@ -226,6 +278,7 @@ struct er_model {
         float *scores;         /* n_threads * er_att_scratch() */
         float *rope_cs;        /* n_batch * head_dim: (cos, sin) pairs of the step's positions */
         float *rope_cs_swa;    /* the same with the local layers' base (gemma3), else NULL */
+        float *conv;           /* lfm2: n_batch * 3 * n_embd, in_proj's B, C and x */
     } act;
 
     pthread_mutex_t step_lock; /* one forward step at a time: activations and pool are shared */
@@ -247,7 +300,10 @@ int er_family_read(const gguf_file *f, er_str arch, er_hparams *hp, er_dims *d);
 /* ER_OK for an architecture with a row; else ER_EUNSUPPORTED naming the ones there are. */
 int er_family_check(er_str arch);
 /* ER_L_* bits of layer l. */
-unsigned er_family_layer(const er_dims *d, const er_hparams *hp, int l);
+unsigned er_family_layer(const gguf_file *f, const er_dims *d, const er_hparams *hp, int l);
+/* A per-layer "<arch>.attention.head_count_kv" array: 1 with *n_head_kv the
+ * attention layers' count, 0 where the key is not an array, or an error. */
+int er_family_head_count_kv(const gguf_file *f, const char *arch, int n_layer, int *n_head_kv);
 /* "llama, qwen2, ...": the architectures this runtime runs (static). */
 const char *er_family_list(void);
 

@@ -16,9 +16,9 @@
 #include "tokenizer/vocab.h"
 
 static const char *const k_sec_names[ER_SEC_COUNT] = {
-    "model", "tokenizer", "kv_cache", "sessions", "activations", "threads", "trace", "repacked",
+    "model", "tokenizer", "kv_cache", "sessions", "activations", "threads", "trace", "repacked", "kv_window",
 };
-static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1, 1, 1};
+static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1, 1, 1, 1};
 
 /* Limits that keep every size product far from overflow on 32-bit targets too,
  * and reject absurd files before any arithmetic trusts them. */
@@ -103,7 +103,10 @@ static int read_hparams(const gguf_file *f, er_hparams *hp, er_dims *d) {
         return rc;
     hp->n_head_kv = hp->n_head;
     hp->n_ctx_train = 2048;
-    if ((rc = get_dim(f, a, "attention.head_count_kv", false, 1, ER_MAX_DIM, &hp->n_head_kv)) ||
+    /* an array: K/V heads per layer (LFM2; checked against the family below) */
+    const int kv_per_layer = er_family_head_count_kv(f, a, hp->n_layer, &hp->n_head_kv);
+    if (kv_per_layer < 0) return kv_per_layer;
+    if ((!kv_per_layer && (rc = get_dim(f, a, "attention.head_count_kv", false, 1, ER_MAX_DIM, &hp->n_head_kv))) ||
         (rc = get_dim(f, a, "context_length", false, 1, ER_MAX_CTX, &hp->n_ctx_train)))
         return rc;
     if (hp->n_embd % hp->n_head)
@@ -145,6 +148,9 @@ static int read_hparams(const gguf_file *f, er_hparams *hp, er_dims *d) {
     /* the family: its traits, and a refusal for any key it does not understand */
     if ((rc = er_family_read(f, arch, hp, d))) return rc;
     hp->has_qkv_bias = (d->traits & ER_T_QKV_BIAS) != 0;
+    if (kv_per_layer && !(d->traits & ER_T_SHORTCONV))
+        return er_fail(ER_EUNSUPPORTED, "key '%s.attention.head_count_kv' is per layer: this runtime runs per-layer "
+                       "kinds for lfm2 only", a);
     /* Partial rotary embedding (the first n_rot dimensions of each head, the
      * rest passed through) is what Phi-3 does; for other families the file
      * would be one we have not checked against its reference. */
@@ -212,8 +218,15 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
         }
 
         size_t kv_elem = d->kv_type == ER_KV_F16 ? 2 : 4, per_cache;
-        ok = ok && mul_ok(L, C, &per_cache) && mul_ok(per_cache, d->kv_row, &per_cache);
+        ok = ok && mul_ok(d->kv_cache_rows, d->kv_row, &per_cache);
         for (size_t s = 0; ok && !cuda && s < 2 * S; s++) ok = add_block(&sec[ER_SEC_KV], per_cache, kv_elem);
+        /* sliding-window layers' rings, accounted apart from the full caches */
+        size_t per_ring = 0;
+        ok = ok && mul_ok(d->kv_ring_rows, d->kv_row, &per_ring);
+        for (size_t s = 0; ok && !cuda && per_ring && s < 2 * S; s++)
+            ok = add_block(&sec[ER_SEC_KV_WINDOW], per_ring, kv_elem);
+        /* lfm2: each session's convolution ring (model.h, er_session.conv_ring) */
+        for (size_t s = 0; ok && d->conv_ring && s < S; s++) ok = add_block(&sec[ER_SEC_KV], d->conv_ring, 4);
 
         ok = ok && add_block(&sec[ER_SEC_SESSIONS], S, sizeof(er_session));
         for (size_t s = 0; ok && s < S; s++)
@@ -232,7 +245,8 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
              add_block(a, B * qd, 4) && add_block(a, B * (size_t)d->n_ff, 4) &&
              add_block(a, B * (size_t)d->n_ff, 4) && add_block(a, B, d->act_row_max) &&
              add_block(a, att, 4) && add_block(a, B * (size_t)d->head_dim, 4) &&
-             add_block(a, B * (size_t)d->head_dim, 4)));
+             add_block(a, B * (size_t)d->head_dim, 4) &&
+             (!d->conv_l || add_block(a, B * 3 * E, 4))));
         sec[ER_SEC_THREADS] = er_pool_plan(d->n_threads);
         sec[ER_SEC_TRACE] = er_trace_plan(d->trace_events);
         sec[ER_SEC_REPACKED] = cuda ? 0 : er_repack_plan(f, k, d->n_layer);
@@ -305,11 +319,23 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         d->n_ff = hp->n_ff;
         d->n_ctx = o.n_ctx ? o.n_ctx : (hp->n_ctx_train < 2048 ? hp->n_ctx_train : 2048);
         d->n_batch = o.n_batch < d->n_ctx ? o.n_batch : d->n_ctx;
+        /* LongRoPE: the long factors when the context exceeds the original
+         * one (llama.cpp's choice; transformers switches per call on the
+         * sequence's length, which agrees while a sequence stays on one side) */
+        if (hp->rope_longrope) hp->rope_longrope = d->n_ctx > hp->rope_longrope ? 2 : 1;
         d->n_threads = o.n_threads;
         d->n_sessions = o.n_sessions;
         d->kv_type = o.kv_type;
         d->trace_events = (uint32_t)o.trace_events;
         d->kv_row = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+        d->conv_ring = (size_t)d->n_layer * (size_t)d->conv_l * (size_t)d->n_embd;
+        /* each layer's cached rows: n_ctx, a sliding window's ring, or none */
+        d->kv_cache_rows = d->kv_ring_rows = 0;
+        for (int l = 0; l < d->n_layer; l++) {
+            int ring;
+            const size_t rows = er_kv_layer_rows(d, er_family_layer(f, d, hp, l), hp->sliding_window, &ring);
+            *(ring ? &d->kv_ring_rows : &d->kv_cache_rows) += rows;
+        }
         d->kv_blk = er_att_heads(d, d->n_threads);
         if (!d->kv_blk) d->kv_blk = d->n_head_kv;
         size_t widest = (size_t)hp->n_embd;
@@ -336,6 +362,7 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
     /* The CUDA backend runs the llama step (and qwen2's biases) only: no GPU
      * here has tested the other families' steps, so they are refused on it */
     if (cuda && ((d->traits & ~(unsigned)(ER_T_NEOX | ER_T_QKV_BIAS)) || hp->rope_freq_factors ||
+                 hp->rope_longrope || hp->rope_attn_factor != 1.0f ||
                  hp->rope_scale != 1.0f || hp->sliding_window || hp->n_rot != hp->head_dim ||
                  hp->final_logit_softcap != 0.0f || !(er_str_eq((er_str){hp->arch, strlen(hp->arch)}, "llama") ||
                                                       er_str_eq((er_str){hp->arch, strlen(hp->arch)}, "qwen2"))))

@@ -113,7 +113,7 @@ int er_repack_model(er_model *m) {
         for (int i = 0; i < N_LAYER_MATS; i++) {
             /* views into a fused tensor (phi3's attn_qkv, ffn_up) have no
              * tensor of their own name, so er_repack_plan planned none */
-            const int view = L->fused && i != 3 && i != 6;
+            const int view = (L->fused && i != 3 && i != 6) || (L->conv && i < 4); /* lfm2's conv layers: no Q/K/V/O */
             if (view) ws[i]->packed = NULL;
             else if ((rc = repack_one(m, ws[i]))) return rc;
         }

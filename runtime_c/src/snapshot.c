@@ -22,7 +22,10 @@
  *   124     4  CRC-32 of bytes [0, 124)
  *   128        payload: history[pos] (i32), logits[n_vocab] (f32), then per
  *              layer K rows [0, pos) and V rows [0, pos) (kv_row elements of
- *              kv_type each)
+ *              kv_type each); then, for lfm2, the session's convolution
+ *              ring whole (er_dims.conv_ring f32: the last conv_l positions'
+ *              B*x of each layer; its size follows from the fingerprinted
+ *              model)
  *
  * The KV rows of positions >= pos are not saved: they are dead (overwritten
  * before they are read) in the session that wrote them, and the session that
@@ -109,6 +112,10 @@ uint64_t er_fingerprint_compute(const er_model *m) {
     memcpy(&eb, &hp->rms_eps, 4);
     h = fnv_u64(h, fb);
     h = fnv_u64(h, eb);
+    /* LongRoPE's set depends on n_ctx: a cache rotated with one set must
+     * not load where the other applies (hashed only where present, so
+     * every other model's fingerprint is what it was) */
+    if (hp->rope_longrope) h = fnv_u64(h, (uint64_t)hp->rope_longrope);
     h = fnv_u64(h, m->file.n_tensors);
     /* The tensor table catches re-quantized or re-shaped files; the sampled
      * bytes catch a fine-tune with an identical table. Three 64-byte windows
@@ -229,6 +236,40 @@ static int cuda_rows(const er_session *s, int layer, int which, size_t bytes, se
     return ER_OK;
 }
 
+/* First position of a layer's cache a snapshot holds: 0, or for a
+ * sliding-window ring the window before pos (no later query sees earlier). */
+static int saved_from(const er_layer *L, int pos) { return L->ring && pos > L->window ? pos - L->window : 0; }
+
+/* Payload bytes of session geometry `pos` for model m (payload_bytes has
+ * checked the all-layers bound, which this never exceeds). */
+static uint64_t model_payload(const er_model *m, uint64_t pos) {
+    const er_dims *d = &m->d;
+    const uint64_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
+    uint64_t total = 4 * pos + 4 * (uint64_t)d->n_vocab + (uint64_t)d->conv_ring * sizeof(float);
+    for (int l = 0; l < d->n_layer; l++) {
+        const er_layer *L = &m->layers[l];
+        if (!L->kv_rows) continue;
+        total += 2 * (pos - (uint64_t)saved_from(L, (int)pos)) * d->kv_row * elem;
+    }
+    return total;
+}
+
+/* After a load: each ring position's second row (model.h, er_kv_layer_rows). */
+static void mirror_rings(er_session *s) {
+    const er_dims *d = &s->model->d;
+    const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
+    for (int l = 0; l < d->n_layer; l++) {
+        const er_layer *L = &s->model->layers[l];
+        if (!L->ring) continue;
+        for (int h = 0; h < d->n_head_kv; h += d->kv_blk) {
+            size_t stride;
+            const size_t at = er_kv_col_rows(d, L->kv_rows, h, 0, &stride) * elem;
+            const size_t n = (size_t)L->ring * stride * elem;
+            for (int v = 0; v < 2; v++) memcpy(er_kv_base(s, L, v, elem) + at + n, er_kv_base(s, L, v, elem) + at, n);
+        }
+    }
+}
+
 /* Visits the payload of session s holding `pos` positions, in file order. */
 static int for_each_segment(const er_session *s, seg_fn fn, void *ctx) {
     const er_dims *d = &s->model->d;
@@ -242,26 +283,33 @@ static int for_each_segment(const er_session *s, seg_fn fn, void *ctx) {
             if ((rc = cuda_rows(s, l, 0, rows, fn, ctx)) || (rc = cuda_rows(s, l, 1, rows, fn, ctx))) return rc;
         return ER_OK;
     }
+    (void)layer;
     for (int l = 0; l < d->n_layer; l++) {
-        if (d->kv_blk == d->n_head_kv) {
-            if ((rc = fn(ctx, (const uint8_t *)s->k_cache + (size_t)l * layer, rows)) ||
-                (rc = fn(ctx, (const uint8_t *)s->v_cache + (size_t)l * layer, rows)))
+        const er_layer *L = &s->model->layers[l];
+        if (!L->kv_rows) continue; /* lfm2's convolution layers cache nothing */
+        if (d->kv_blk == d->n_head_kv && !L->ring) {
+            if ((rc = fn(ctx, er_kv_base(s, L, 0, elem), rows)) || (rc = fn(ctx, er_kv_base(s, L, 1, elem), rows)))
                 return rc;
             continue;
         }
         /* A cache in blocks of heads (model.h, er_kv_col) still goes to the
          * file as whole rows, position by position, so a snapshot loads
-         * whatever thread count either side runs. */
+         * whatever thread count either side runs; a sliding-window ring
+         * (er_kv_layer_rows) goes as its window's last positions in order,
+         * so it loads whatever n_batch (ring size) either side has. */
         for (int which = 0; which < 2; which++) {
-            const uint8_t *c = (const uint8_t *)(which ? s->v_cache : s->k_cache) + (size_t)l * layer;
-            for (int p = 0; p < s->pos; p++)
+            const uint8_t *c = er_kv_base(s, L, which, elem);
+            for (int p = saved_from(L, s->pos); p < s->pos; p++)
                 for (int h = 0; h < d->n_head_kv; h += d->kv_blk) {
                     size_t stride;
-                    const size_t at = er_kv_col(d, h, p, &stride);
+                    const size_t at = er_kv_col_rows(d, L->kv_rows, h, er_kv_slot(L->ring, p), &stride);
                     if ((rc = fn(ctx, c + at * elem, stride * elem))) return rc;
                 }
         }
     }
+    /* lfm2: the convolution ring (model.h); positions before the last
+     * conv_l are not in it, so it goes whole */
+    if (d->conv_ring && (rc = fn(ctx, s->conv_ring, d->conv_ring * sizeof(float)))) return rc;
     return ER_OK;
 }
 
@@ -360,6 +408,7 @@ int er_session_save(const er_session *s, const char *path) {
         .has_logits = s->has_logits ? 1u : 0u, .rng = s->rng, .stats = s->stats,
     };
     h.payload_bytes = payload_bytes(h.pos, h.n_vocab, h.n_layer, h.kv_row, d->kv_type == ER_KV_F16 ? 2 : 4);
+    if (h.payload_bytes) h.payload_bytes = model_payload(m, h.pos);
     /* a CUDA session's rows come through the backend's shared staging and
      * stream, which other sessions' steps use: hold them for the walk */
     er_model *mm = s->model;
@@ -440,6 +489,7 @@ static int verify(const er_session *s, const char *path, const uint8_t *b, size_
         return er_fail(ER_ECONTEXT, "'%s' holds %u positions but this session's n_ctx is %d (open the model with "
                        "n_ctx >= %u)", path, h->pos, d->n_ctx, h->pos);
     uint64_t want = payload_bytes(h->pos, h->n_vocab, h->n_layer, h->kv_row, d->kv_type == ER_KV_F16 ? 2 : 4);
+    if (want) want = model_payload(m, h->pos);
     if (h->payload_bytes != want)
         return er_fail(ER_ECORRUPT, "'%s': header says %llu payload bytes, its geometry needs %llu", path,
                        (unsigned long long)h->payload_bytes, (unsigned long long)want);
@@ -535,8 +585,10 @@ int er_session_load(er_session *s, const char *path) {
         reader r = {(const uint8_t *)map + SNAP_HEADER};
         if (s->model->cuda)
             rc = load_cuda(s, &r);
-        else
+        else {
             for_each_segment(s, seg_read, &r);
+            mirror_rings(s);
+        }
     }
     munmap(map, size);
     return rc;

@@ -264,6 +264,14 @@ static int cmd_info(const cli_args *a)
     printf("  context (trained) %d, rope freq_base %g, rms_eps %g\n",
            hp.n_ctx_train, (double)hp.rope_freq_base, (double)hp.rms_eps);
     printf("  tied output %s, qkv bias %s\n", hp.tied_output ? "yes" : "no", hp.has_qkv_bias ? "yes" : "no");
+    /* what the family changes in the step, where the file says so */
+    if (hp.n_rot != hp.head_dim) printf("  rotary dims %d of %d\n", hp.n_rot, hp.head_dim);
+    if (hp.rope_freq_factors) printf("  rope frequency factors (rope_freqs.weight)\n");
+    if (hp.rope_scale != 1.0f) printf("  rope scaling linear, factor %g\n", (double)hp.rope_scale);
+    if (hp.sliding_window)
+        printf("  sliding window %d (local layers' rope freq_base %g)\n", hp.sliding_window,
+               (double)hp.rope_freq_base_swa);
+    if (hp.final_logit_softcap != 0.0f) printf("  final logit softcap %g\n", (double)hp.final_logit_softcap);
     printf("  parameters %llu, weight bytes %llu (%.2f MiB, mapped)\n",
            (unsigned long long)hp.n_params, (unsigned long long)hp.weight_bytes, mib((size_t)hp.weight_bytes));
 

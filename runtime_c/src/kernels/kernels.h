@@ -355,11 +355,18 @@ typedef struct er_kernels {
      * trace shows the step matters. */
     /* g = gelu_tanh(g) * u (Gemma's GeGLU; transformers' gelu_pytorch_tanh) */
     void (*gelu_mul)(float *g, const float *u, int n);
+    /* LFM2's gated short convolution at position pos over n channels: bcx
+     * is in_proj's output (B, C, x; n each), ring the layer's last lc
+     * positions of B*x (row p % lc; this one's is written), w the taps
+     * ([n][lc], the last for pos); y = C * conv(B*x). Positions before 0
+     * read as zero, whatever the ring holds. */
+    void (*shortconv)(float *y, const float *bcx, float *ring, const float *w, int n, int lc, int pos);
 } er_kernels;
 
 /* The family steps of table k, with the generic version where k has none. */
 typedef struct er_family_kernels {
     void (*gelu_mul)(float *g, const float *u, int n);
+    void (*shortconv)(float *y, const float *bcx, float *ring, const float *w, int n, int lc, int pos);
 } er_family_kernels;
 er_family_kernels er_kernels_family(const er_kernels *k);
 

@@ -65,6 +65,7 @@ void er_gen_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int ne
 void er_gen_softmax(float *x, int n);
 void er_gen_silu_mul(float *g, const float *u, int n);
 void er_gen_gelu_mul(float *g, const float *u, int n);
+void er_gen_shortconv(float *y, const float *bcx, float *ring, const float *w, int n, int lc, int pos);
 void er_gen_add(float *y, const float *x, int n);
 int32_t er_gen_argmax(const float *x, int n);
 void er_gen_attention(float *out, const float *q, const void *k, const void *v, int kv_type,

@@ -66,6 +66,7 @@ static const er_kernels k_generic = {
     .softmax = er_gen_softmax,
     .silu_mul = er_gen_silu_mul,
     .gelu_mul = er_gen_gelu_mul,
+    .shortconv = er_gen_shortconv,
     .add = er_gen_add,
     .argmax = er_gen_argmax,
     .attention = er_gen_attention,
@@ -80,6 +81,7 @@ static const er_kernels k_generic = {
 const er_kernels *er_kernels_generic(void) { return &k_generic; }
 
 er_family_kernels er_kernels_family(const er_kernels *k) {
-    er_family_kernels f = {.gelu_mul = k->gelu_mul ? k->gelu_mul : er_gen_gelu_mul};
+    er_family_kernels f = {.gelu_mul = k->gelu_mul ? k->gelu_mul : er_gen_gelu_mul,
+                           .shortconv = k->shortconv ? k->shortconv : er_gen_shortconv};
     return f;
 }
