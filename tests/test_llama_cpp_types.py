@@ -43,7 +43,10 @@ llama_cpp = pytest.importorskip("llama_cpp")
 FTYPES = ["Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",
           "Q5_K_S"]
 LC_TOL, LC_ARGMAX = 6e-2, 0.8
-TOL_EXACT, EXACT_SHARE = 1e-5, 0.75
+# one-token prompts: float32 noise flips a Q8 rounding now and then (up to
+# 5 in 16 prompts measured, avx512vnni Q5_1 on the 8-layer 256-wide model),
+# where a misread block is off by ~1 in every prompt: half must be exact
+TOL_EXACT, EXACT_SHARE = 1e-5, 0.5
 
 
 def quantize(src, dst, ftype):
@@ -124,7 +127,7 @@ def test_llama_cpp_file_matches_reference_and_llama_cpp(files, src, ftype):
     path, n_vocab = files[(src, ftype)]
     types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors if t.tensor_type.name in NEW}
     ref = _reference_model(path, types)
-    singles = list(range(1, n_vocab, max(1, n_vocab // 16)))
+    singles = list(range(1, n_vocab, max(1, n_vocab // 20)))
     want1 = [reference.forward(ref, [t], act_q8=True)[0] for t in singles]
     ids = [1] + [int(v) for v in np.random.RandomState(0).randint(3, n_vocab, 23)]
     want_lc = llama_cpp_logits(path, ids)
