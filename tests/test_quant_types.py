@@ -42,10 +42,10 @@ ACT_PROXY = {"Q4_1": "Q4_0", "Q5_0": "Q4_0", "Q5_1": "Q4_0", "IQ4_NL": "Q4_0",
 # (about 1e-5 of a quantum from it: measured at 1 to 14 in 127 one-token
 # prompts per type on these random-block models), and through 8 random
 # layers one such flip was measured at up to 2.9e-2, in every position after
-# it too. So most one-token prompts within TOL_EXACT (a wrong layout, scale
-# or min is off by ~1 everywhere), and every position of a longer prompt
-# within TOL.
-TOL_EXACT, EXACT_SHARE, TOL = 1e-5, 0.75, 5e-2
+# it too; the tables' float orders differ, so each flips elsewhere. So half
+# the one-token prompts within TOL_EXACT (a wrong layout, scale or min is off
+# by ~1 in every one), and every position of a longer prompt within TOL.
+TOL_EXACT, EXACT_SHARE, TOL = 1e-5, 0.5, 5e-2
 
 
 def _vectors_binary():

@@ -383,6 +383,28 @@ static void check_matmul(const er_kernels *k, const er_kernels *g) {
     }
 }
 
+/* avx512vnni's row-wise dots of the 32-element issue-25 types take VPDPBUSD
+ * where avx2's take maddubs + madd: the same exact block sums in the same
+ * float order, so the same bits (x86/q32_avx2.c) */
+static void check_vnni_twin(const er_kernels *k) {
+    if (strcmp(k->name, "avx512vnni") != 0) return;
+    const er_kernels *twin = er_kernels_select("avx2", NULL);
+    static unsigned char w[4 * 4096];
+    static float x[4096];
+    static unsigned char xa[4096 * 2];
+    static const int types[] = {ER_W_Q4_1, ER_W_Q5_0, ER_W_Q5_1, ER_W_IQ4_NL}, ns[] = {32, 96, 4096};
+    int bad = 0;
+    for (int ti = 0; ti < 4; ti++)
+        for (int ni = 0; ni < 3; ni++) {
+            const int t = types[ti], n = ns[ni];
+            fill_row(t, w, n);
+            fill_act(x, n);
+            prepare(ER_ACT_Q8_0, x, n, xa);
+            bad += !same_bits(k->vec_dot[t](n, w, xa), twin->vec_dot[t](n, w, xa));
+        }
+    CHECK(bad == 0, "avx512vnni: %d issue-25 dots differ from avx2's bits", bad);
+}
+
 static void check_dequant(const er_kernels *k, const er_kernels *g) {
     static unsigned char w[NMAX * 4];
     static float a[NMAX], b[NMAX];
@@ -777,6 +799,7 @@ int main(void) {
         check_dots(k, g);
         check_matmul(k, g);
         check_dequant(k, g);
+        check_vnni_twin(k);
         check_elementwise(k, g);
         check_argmax(k);
         check_rope_cs(k, g);

@@ -150,6 +150,15 @@ void er_avx512vnni_matmul_q4_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q6_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q8_0x8(const er_matmul_args *a);
+/* q32_avx2.c's VNNI build */
+float er_avx512vnni_dot_q4_1(int n, const void *w_row, const void *x_row);
+float er_avx512vnni_dot_q5_0(int n, const void *w_row, const void *x_row);
+float er_avx512vnni_dot_q5_1(int n, const void *w_row, const void *x_row);
+float er_avx512vnni_dot_iq4_nl(int n, const void *w_row, const void *x_row);
+void er_avx512vnni_matmul_q4_1(const er_matmul_args *a);
+void er_avx512vnni_matmul_q5_0(const er_matmul_args *a);
+void er_avx512vnni_matmul_q5_1(const er_matmul_args *a);
+void er_avx512vnni_matmul_iq4_nl(const er_matmul_args *a);
 
 void er_avx2_quantize_row_q8_0(const float *x, void *dst, int n);
 void er_avx2_quantize_row_q8_k(const float *x, void *dst, int n);

@@ -15,6 +15,11 @@
  *
  * matmul: ER_MATMUL_TILES with each weight block unpacked once for four
  * activation rows, as q_avx2.c.
+ *
+ * Compiled twice like the repacked kernels (avx2.h): the ER_X86_VNNI build,
+ * for the "avx512vnni" table, takes each block's products with VPDPBUSD in
+ * place of maddubs + madd (er_x86_dot4_acc: the same exact int32 sums, so
+ * the two tables return the same bits).
  */
 #include "../matmul_tiles.h"
 #include "avx2.h"
@@ -75,15 +80,15 @@ static ALWAYS_INLINE int has_min(const int t) { return t == T_Q4_1 || t == T_Q5_
 static ALWAYS_INLINE void block_fma(__m256i aw, __m256i wq, float dw, float mw, const er_block_q8_0 *xb, __m256 *acc,
                                     __m256 *accm, const int t) {
     const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)xb->qs);
-    const __m256i one16 = _mm256_set1_epi16(1);
+    const __m256i zero = _mm256_setzero_si256();
     const float dx = h2f(xb->d);
     if (has_min(t)) {
-        const __m256i p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), one16);
-        const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), one16);
+        const __m256i p32 = er_x86_dot4_acc(zero, aw, x);
+        const __m256i s32 = er_x86_dot4_acc(zero, _mm256_set1_epi8(1), x);
         *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_set1_ps(dw * dx), *acc);
         *accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_set1_ps(mw * dx), *accm);
     } else {
-        const __m256i p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, wq)), one16);
+        const __m256i p32 = er_x86_dot4_acc(zero, aw, _mm256_sign_epi8(x, wq));
         *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_set1_ps(dw * dx), *acc);
     }
 }
@@ -131,12 +136,12 @@ static ALWAYS_INLINE float dot_q(int n, const void *w_row, const void *x_row, co
     return er_avx2_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(m0, m1)));
 }
 
-float er_avx2_dot_q4_1(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, T_Q4_1); }
-float er_avx2_dot_q5_0(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, T_Q5_0); }
-float er_avx2_dot_q5_1(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, T_Q5_1); }
-float er_avx2_dot_iq4_nl(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, T_IQ4_NL); }
+float ER_X86_FN(dot_q4_1)(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, T_Q4_1); }
+float ER_X86_FN(dot_q5_0)(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, T_Q5_0); }
+float ER_X86_FN(dot_q5_1)(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, T_Q5_1); }
+float ER_X86_FN(dot_iq4_nl)(int n, const void *w_row, const void *x_row) { return dot_q(n, w_row, x_row, T_IQ4_NL); }
 
-void er_avx2_matmul_q4_1(const er_matmul_args *a) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, T_Q4_1); }
-void er_avx2_matmul_q5_0(const er_matmul_args *a) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, T_Q5_0); }
-void er_avx2_matmul_q5_1(const er_matmul_args *a) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, T_Q5_1); }
-void er_avx2_matmul_iq4_nl(const er_matmul_args *a) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, T_IQ4_NL); }
+void ER_X86_FN(matmul_q4_1)(const er_matmul_args *a) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, T_Q4_1); }
+void ER_X86_FN(matmul_q5_0)(const er_matmul_args *a) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, T_Q5_0); }
+void ER_X86_FN(matmul_q5_1)(const er_matmul_args *a) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, T_Q5_1); }
+void ER_X86_FN(matmul_iq4_nl)(const er_matmul_args *a) { ER_MATMUL_TILES(a, 1, rows_q, dot_q, T_IQ4_NL); }

@@ -2,7 +2,8 @@
  * table_avx2.c — the "avx2" and "avx512vnni" kernel tables. Compiled for
  * baseline x86-64 (it only stores addresses), so merely linking the AVX2 or
  * VNNI library never executes an AVX instruction on a CPU without it. The
- * two differ only in the repacked integer matmuls (avx2.h): the same
+ * two differ only in the repacked integer matmuls and the row-wise dots of
+ * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c): the same
  * layouts, so a model's repacked bytes are the same under either, and every
  * result is bit-identical between them (the same exact integer sums, the
  * same float order). rope (angles computed inside) stays generic: the
@@ -25,10 +26,10 @@
             [ER_W_Q4_K] = er_avx2_dot_q4_k,                                                                           \
             [ER_W_Q5_K] = er_avx2_dot_q5_k,                                                                           \
             [ER_W_Q6_K] = er_avx2_dot_q6_k,                                                                           \
-            [ER_W_Q4_1] = er_avx2_dot_q4_1,                                                                            \
-            [ER_W_Q5_0] = er_avx2_dot_q5_0,                                                                            \
-            [ER_W_Q5_1] = er_avx2_dot_q5_1,                                                                            \
-            [ER_W_IQ4_NL] = er_avx2_dot_iq4_nl,                                                                        \
+            [ER_W_Q4_1] = p##_dot_q4_1,                                                                            \
+            [ER_W_Q5_0] = p##_dot_q5_0,                                                                            \
+            [ER_W_Q5_1] = p##_dot_q5_1,                                                                            \
+            [ER_W_IQ4_NL] = p##_dot_iq4_nl,                                                                        \
             [ER_W_IQ4_XS] = er_avx2_dot_iq4_xs,                                                                        \
             [ER_W_Q3_K] = er_avx2_dot_q3_k,                                                                            \
             [ER_W_Q2_K] = er_avx2_dot_q2_k,                                                                            \
@@ -42,10 +43,10 @@
             [ER_W_Q4_K] = er_avx2_matmul_q4_k,                                                                        \
             [ER_W_Q5_K] = er_avx2_matmul_q5_k,                                                                        \
             [ER_W_Q6_K] = er_avx2_matmul_q6_k,                                                                        \
-            [ER_W_Q4_1] = er_avx2_matmul_q4_1,                                                                         \
-            [ER_W_Q5_0] = er_avx2_matmul_q5_0,                                                                         \
-            [ER_W_Q5_1] = er_avx2_matmul_q5_1,                                                                         \
-            [ER_W_IQ4_NL] = er_avx2_matmul_iq4_nl,                                                                     \
+            [ER_W_Q4_1] = p##_matmul_q4_1,                                                                         \
+            [ER_W_Q5_0] = p##_matmul_q5_0,                                                                         \
+            [ER_W_Q5_1] = p##_matmul_q5_1,                                                                         \
+            [ER_W_IQ4_NL] = p##_matmul_iq4_nl,                                                                     \
             [ER_W_IQ4_XS] = er_avx2_matmul_iq4_xs,                                                                     \
             [ER_W_Q3_K] = er_avx2_matmul_q3_k,                                                                         \
             [ER_W_Q2_K] = er_avx2_matmul_q2_k,                                                                         \
