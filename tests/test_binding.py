@@ -93,3 +93,25 @@ def test_kept_buffers_across_lengths_threads_and_types():
         tok.encode("hi")
     with pytest.raises(TypeError):
         Tokenizer.from_file(FILES[1]).encode(12)
+
+
+HF = REPO.parent / "shared" / "data" / "tokenizers" / "hf"
+
+
+@pytest.mark.skipif(not (HF / "gpt2").is_dir(), reason="shared tokenizers absent")
+def test_per_call_report():
+    """`edgerun bench-tokenizer --per-call`'s report on a small workload: every
+    engine exact on every line, a figure per size, and the generate overhead."""
+    from edgerun.bench import calls
+    rep = calls.run(families="gpt2", data_dir=HF, repeat=1, calls=50, line_bytes=3000)
+    r = rep["families"]["gpt2"]
+    assert rep["binding"] in ("api", "abi") and r["reference"] == "hf"
+    assert r["exact"] and all(r["exact"].values()), r["exact"]
+    for eng, pc in r["per_call_us"].items():
+        assert set(pc) == {str(s) for s in calls.SIZES} and all(v > 0 for v in pc.values()), eng
+        assert r["lines_mb_per_cpu_s"][eng] > 0
+    g = rep["generate"]
+    assert g["c_step_us"] > 0 and g["generate_ids_us"] > 0 and g["tokens"] > 0
+    text = calls.format_table(rep)
+    assert "gpt2" in text and "edgerun" in text and "Python adds" in text
+    assert [len(x.encode()) for x in calls.fragments(calls.code_lines(3000), 16)][:5] == [16] * 5
