@@ -9,13 +9,16 @@ Where the library comes from, first match wins:
   3. ``build/native/runtime_c/libedgerun.so`` in a source checkout (``make build``).
 
 How it is called: the compiled module ``_edgerun_cffi`` that meson builds
-beside that library (runtime_c/meson.build; it links the library next to it,
-so the two always match) makes every call a direct C call. Where there is
+beside that library (runtime_c/meson.build) makes every call a direct C call.
+It is used only beside the library of its own build (the declarations it was
+compiled with are that library's); the library is loaded first, with
+RTLD_GLOBAL, and the module's er_* symbols bind to it. Where there is
 none (no compiler at build time, a cross or sanitizer build) cffi's ABI mode
 dlopens the library and calls through libffi: the same functions, about
 0.3 us more per call. ``MODE`` says which; EDGERUN_FFI=abi forces ABI mode
 (to compare the two, or to rule the compiled module out).
 """
+import ctypes
 import importlib.machinery
 import importlib.util
 import os
@@ -40,15 +43,19 @@ def _find(env, name, candidates):
 
 
 def _compiled(library):
-    """The API-mode module built beside `library`, or None."""
+    """The API-mode module built beside `library`, bound to it, or None."""
     if os.environ.get("EDGERUN_FFI", "").lower() == "abi":
         return None
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         path = library.resolve().parent / (MODULE + suffix)
         if path.is_file():
+            ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL)   # what the module's symbols bind to
             spec = importlib.util.spec_from_file_location(f"{__package__}.{MODULE}", path)
             mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
+            try:
+                spec.loader.exec_module(mod)
+            except ImportError:      # built for another Python, or a symbol the library lacks
+                return None
             return mod
     return None
 
