@@ -114,6 +114,8 @@ PIP_REQS=(
   pyyaml
   # edgerun bench --board draws its latency plot (PNG) with matplotlib.
   matplotlib
+  # progress bars and tables on a terminal (edgerun/console.py)
+  rich
 )
 # pip_group NAME CHECK REQ...: installs REQ... unless the stamp for exactly this
 # list (and this Python) exists; CHECK is an import line run afterwards.
@@ -134,7 +136,7 @@ pip_group() {
   touch "$stamp"
 }
 
-pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml' "${PIP_REQS[@]}"
+pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml, rich' "${PIP_REQS[@]}"
 if [ "${EDGERUN_SETUP_BENCH:-0}" = "1" ]; then
   pip_group bench 'import llama_cpp, tiktoken, matplotlib' llama-cpp-python tiktoken matplotlib
 fi

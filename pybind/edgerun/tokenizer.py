@@ -10,11 +10,14 @@ A loaded edgerun.Model exposes the same object as ``model.tokenizer``.
 
 The C side is stateless (every call brings its own scratch), so one Tokenizer
 may be used from any number of threads; ``encode_batch`` does exactly that.
+Each thread keeps its own scratch and output buffers per Tokenizer, so a call
+allocates nothing: what a short call costs is one C call and the list of ids.
 """
 from __future__ import annotations
 
 import os
 import pathlib
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,6 +27,28 @@ from ._ffi import ffi, lib, check
 _alloc = ffi.new_allocator(should_clear_after_alloc=False)
 
 _KINDS = {1: "spm", 2: "bpe"}
+
+# Inputs up to this many bytes use the thread's kept buffers (whose scratch
+# grows to ~3.6 MiB at this size, er_tokenize_scratch_bytes); a longer one gets
+# buffers for that call only, so one huge text does not pin its scratch for good.
+KEEP_BYTES = 64 * 1024
+_ERANGE = -9
+
+
+# Looked up once: encode() is short enough that attribute lookups show.
+_er_tokenize = lib.er_tokenize
+_unpack = ffi.unpack
+_NO_BUFFERS = (-1, None, 0, None, None, 0)
+
+
+def _buffers(vocab, n):
+    """(input bytes they fit, ids, ids capacity, n_out, scratch, scratch bytes):
+    er_tokenize's buffers for texts up to the next power of two >= n."""
+    cap = 64
+    while cap < n:
+        cap *= 2
+    scratch_n = lib.er_tokenize_scratch_bytes(vocab, cap)
+    return cap, _alloc("int32_t[]", cap + 8), cap + 8, ffi.new("size_t *"), _alloc("char[]", scratch_n), scratch_n
 
 
 class _OpenedModel:
@@ -40,6 +65,11 @@ class _OpenedModel:
 
     def close(self):
         self._finalizer()
+
+
+def _numpy_ids(ids, n):
+    import numpy as np
+    return np.frombuffer(ffi.buffer(ids, 4 * n), dtype=np.int32).copy()
 
 
 def _to_bytes(text):
@@ -78,6 +108,7 @@ class Tokenizer:
         b, e = int(lib.er_vocab_bos(vocab_ptr)), int(lib.er_vocab_eos(vocab_ptr))
         self.bos = b if b >= 0 else None
         self.eos = e if e >= 0 else None
+        self._tls = threading.local()     # .b: this thread's _buffers()
         return self
 
     def __repr__(self):
@@ -102,29 +133,58 @@ class Tokenizer:
 
     # ---- encoding -----------------------------------------------------------
 
-    def encode(self, text, add_special: bool = True, parse_special: bool = False) -> list[int]:
-        """Token ids of `text` (str, or UTF-8 bytes).
+    def encode(self, text, add_special: bool = True, parse_special: bool = False, *, as_numpy: bool = False):
+        """Token ids of `text` (str, or UTF-8 bytes), as a list (or, with
+        as_numpy, a new int32 numpy array: no Python int per id).
 
         add_special: BOS/EOS as the file's add_bos_token/add_eos_token say.
         parse_special: match control tokens written in the text ("<|im_end|>");
         user-defined added tokens are always matched, as Hugging Face does.
         """
+        # The common call kept short: every line here is paid per call.
+        data = text.encode() if type(text) is str else _to_bytes(text)
+        n = len(data)
+        cap, ids, ids_cap, n_out, scratch, scratch_n = getattr(self._tls, "b", _NO_BUFFERS)
+        v = self._v
+        if n <= cap and v is not None:
+            rc = _er_tokenize(v, data, n, (1 if add_special else 0) | (2 if parse_special else 0),
+                              ids, ids_cap, n_out, scratch, scratch_n)
+            if rc >= 0:
+                return _numpy_ids(ids, n_out[0]) if as_numpy else _unpack(ids, n_out[0])
+            if rc != _ERANGE:
+                check(rc)
+        return self._encode_slow(data, add_special, parse_special, as_numpy)
+
+    def _encode_slow(self, data, add_special, parse_special, as_numpy):
+        """First call on a thread, a longer text than before, more ids than the
+        kept buffer holds, or a closed tokenizer."""
         v = self._vocab()
-        data = _to_bytes(text)
+        n = len(data)
+        if n <= KEEP_BYTES:
+            b = getattr(self._tls, "b", _NO_BUFFERS)
+            if n > b[0]:
+                b = self._tls.b = _buffers(v, n)
+            out = self._encode_into(v, data, add_special, parse_special, b[4], b[5])
+        else:
+            scratch_n = lib.er_tokenize_scratch_bytes(v, n)
+            out = self._encode_into(v, data, add_special, parse_special, _alloc("char[]", scratch_n), scratch_n)
+        return _numpy_ids(*out) if as_numpy else ffi.unpack(*out)
+
+    @staticmethod
+    def _encode_into(v, data, add_special, parse_special, scratch, scratch_n):
+        """(ids buffer, count) for one call with its own output buffer."""
         n = len(data)
         flags = (1 if add_special else 0) | (2 if parse_special else 0)
-        scratch_n = lib.er_tokenize_scratch_bytes(v, n)
-        scratch = _alloc("char[]", scratch_n)
         n_out = ffi.new("size_t *")
         cap = n + 8
         for _ in range(2):
             ids = _alloc("int32_t[]", cap)
             rc = lib.er_tokenize(v, data, n, flags, ids, cap, n_out, scratch, scratch_n)
-            if rc == -9 and n_out[0] > cap:  # ER_ERANGE: retry with the size it asked for
+            if rc == _ERANGE and n_out[0] > cap:  # retry with the size it asked for
                 cap = n_out[0]
                 continue
             check(rc)
-            return list(ffi.unpack(ids, n_out[0]))
+            return ids, n_out[0]
         check(rc)
         raise AssertionError("unreachable")
 

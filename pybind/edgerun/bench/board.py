@@ -37,6 +37,7 @@ import platform
 import re
 import subprocess
 
+from .. import console
 from ..errors import BoardError
 
 CALIBRATE_ROUNDS = 11
@@ -360,13 +361,17 @@ def bench_board(board, build_dir, model, out_dir, prompt_tokens=DEFAULT_PROMPT_T
         "cpus": {},
     }
     out_dir = pathlib.Path(out_dir)
-    for cpu in cpus:
-        log(f"bench {board.name}: {cpu}: calibration, then {repeat} x ({p} prompt + {g} decode steps, calibration)")
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cpu)
-        res = bench_cpu(Runner(board, cpu), str(cli), str(calibrate), model, ids, g + 1, threads, repeat,
-                        out_dir / "runs" / safe, clock=clock)
-        report["workload"]["calibrate_version"] = res["calibration"]["runs"][0]["version"]
-        report["cpus"][cpu] = res
+    with console.progress(f"edgerun bench --board {board.name}", total=len(cpus)) as bar:
+        for cpu in cpus:
+            log(f"bench {board.name}: {cpu}: calibration, then {repeat} x ({p} prompt + {g} decode steps, "
+                "calibration)")
+            bar.update(description=cpu)
+            safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cpu)
+            res = bench_cpu(Runner(board, cpu), str(cli), str(calibrate), model, ids, g + 1, threads, repeat,
+                            out_dir / "runs" / safe, clock=clock)
+            report["workload"]["calibrate_version"] = res["calibration"]["runs"][0]["version"]
+            report["cpus"][cpu] = res
+            bar.advance(1)
     return report
 
 

@@ -32,6 +32,7 @@ import sys
 import time
 
 from . import interference
+from .. import console
 
 ENGINES = ("edgerun", "llama.cpp")
 LLAMA_MISSING = "llama.cpp: not installed (pip install llama-cpp-python)"
@@ -247,15 +248,20 @@ def run(model, threads=(1,), prompt_tokens=64, gen_tokens=128, batch=64, ctx=0, 
     # differs between the two): the round trip before and after
     several = any(t > 1 for t in threads)
     core_before = measure_core_latency() if several else None
-    for t in threads:
-        r = _run_worker("edgerun", model, t, batch, ctx, prompt_tokens, gen_tokens, repeat, timeout, kv_type)
-        results.append(r)
-        if llama:
-            # The peer gets edgerun's context and workload, so both do the same work.
-            c = r.get("n_ctx", ctx) or ctx
-            pt = r.get("prompt_tokens", prompt_tokens)
-            gt = r.get("gen_tokens", gen_tokens)
-            results.append(_run_worker("llama.cpp", model, t, batch, c, pt, gt, repeat, timeout, kv_type))
+    with console.progress("edgerun bench", total=len(threads) * (2 if llama else 1)) as bar:
+        for t in threads:
+            bar.update(description=f"edgerun, {t} thread(s)")
+            r = _run_worker("edgerun", model, t, batch, ctx, prompt_tokens, gen_tokens, repeat, timeout, kv_type)
+            results.append(r)
+            bar.advance(1)
+            if llama:
+                # The peer gets edgerun's context and workload, so both do the same work.
+                c = r.get("n_ctx", ctx) or ctx
+                pt = r.get("prompt_tokens", prompt_tokens)
+                gt = r.get("gen_tokens", gen_tokens)
+                bar.update(description=f"llama.cpp, {t} thread(s)")
+                results.append(_run_worker("llama.cpp", model, t, batch, c, pt, gt, repeat, timeout, kv_type))
+                bar.advance(1)
     if not peer:
         peer_status = "not run (--no-peer)"
     elif llama:
@@ -273,15 +279,18 @@ def _mib(b):
     return "-" if b is None else f"{b / 2**20:.1f}"
 
 
-def format_table(report):
-    """The side-by-side table a person reads."""
+TABLE_HEAD = ("engine", "threads", "prefill tok/s", "decode tok/s", "TTFT ms", "open ms",
+              "peak RSS MiB", "RSS-base MiB", "arena MiB")
+
+
+def table_parts(report):
+    """(title, rows, notes) of the table a person reads: rows under TABLE_HEAD
+    (a failed engine's row: engine, threads, the error), notes after it."""
     ok = [r for r in report["results"] if "error" not in r]
     p = ok[0]["prompt_tokens"] if ok else report["prompt_tokens"]
     g = ok[0]["gen_tokens"] if ok else report["gen_tokens"]
-    lines = [f"model: {report['model']} ({_mib(report['file_bytes'])} MiB); prompt {p} tokens, "
-             f"{g} decode steps, batch {report['batch']}, median of {report['repeat']}"]
-    head = ("engine", "threads", "prefill tok/s", "decode tok/s", "TTFT ms", "open ms",
-            "peak RSS MiB", "RSS-base MiB", "arena MiB")
+    title = (f"model: {report['model']} ({_mib(report['file_bytes'])} MiB); prompt {p} tokens, "
+             f"{g} decode steps, batch {report['batch']}, median of {report['repeat']}")
     rows = []
     for r in report["results"]:
         if "error" in r:
@@ -291,6 +300,14 @@ def format_table(report):
                      f"{r['decode_tokens_per_s']:.1f}", f"{r['ttft_ms']:.2f}", f"{r['open_ms']:.1f}",
                      _mib(r["peak_rss_bytes"]), _mib(r["peak_rss_bytes"] - r["base_rss_bytes"]),
                      _mib(r["arena_bytes"])))
+    return title, rows, _table_notes(report, ok)
+
+
+def format_table(report):
+    """The side-by-side table a person reads, as plain text (pipes, logs, tests)."""
+    title, rows, notes = table_parts(report)
+    head = TABLE_HEAD
+    lines = [title]
     full = [row for row in rows if len(row) == len(head)]
     widths = [max([len(head[i])] + [len(row[i]) for row in full]) for i in range(len(head))]
     fmt = lambda cells: "  ".join(c.rjust(widths[i]) if i else c.ljust(widths[i]) for i, c in enumerate(cells))
@@ -298,6 +315,11 @@ def format_table(report):
     for row in rows:
         lines.append(fmt(row) if len(row) == len(head) else
                      f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2]}")
+    return "\n".join(lines + notes)
+
+
+def _table_notes(report, ok):
+    lines = []
     isas = sorted({r["isa"] for r in ok if r["engine"] == "edgerun"})
     if isas:
         lines.append(f"edgerun kernels: {', '.join(isas)}")
@@ -312,7 +334,7 @@ def format_table(report):
     if core:
         lines.append(f"core round trip before/after: {core} (tens of ns: the threads' cores share a cache; "
                      "hundreds: they do not, and 2-thread decode runs at another speed)")
-    return "\n".join(lines)
+    return lines
 
 
 # --------------------------------------------------------------------------- matrix
@@ -513,45 +535,52 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
     llama = peer and llama_cpp_available()
     engines = ("edgerun", "llama.cpp") if llama else ("edgerun",)
     rows = []
-    for shape in shapes:
-        for wt in _types_for(shape, types):
-            try:
-                path = bench_model(out_dir, shape, wt, log)
-            except (OSError, RuntimeError) as e:
-                log(f"bench: {shape} {wt}: skipped: {e}")
-                rows += [{"engine": engine, "shape": shape, "type": wt, "threads": t, "error": f"no model: {e}"}
-                         for t in threads for engine in engines]
-                continue
-            wbytes = weight_bytes_per_token(path)
-            kvbytes = kv_bytes_per_token(path, prompt_tokens, gen_tokens, 2 if kv_type == "f16" else 4)
-            for t in threads:
-                # The probe again, smaller, right before and after this row's
-                # engines: on a shared VM the bandwidth drifts by 10-15% within
-                # a run, and a row timed in a slow minute divided by the run's
-                # fastest probe says more about the minute than the engine.
-                near = measure_bandwidth([t], mib=NEAR_MIB)[0].get(t)
-                row = []
-                for engine in engines:
-                    r = _run_worker(engine, path, t, 64, MATRIX_CTX, prompt_tokens, gen_tokens, repeat, timeout,
-                                    kv_type)
-                    r.update(shape=shape, type=wt, model=str(path), weight_bytes_per_token=wbytes,
-                             kv_bytes_per_token=kvbytes, bandwidth_gb_per_s=bw[t])
-                    row.append(r)
-                    if "error" not in r:
-                        gbs = r["decode_tokens_per_s"] * wbytes / 1e9
-                        r["decode_weight_gb_per_s"] = gbs
-                        r["pct_of_bandwidth"] = 100.0 * gbs / bw[t]
-                        log(f"bench: {shape:>4} {wt:<5} t={t} {engine:<9} prefill {r['prefill_tokens_per_s']:8.1f}"
-                            f"  decode {r['decode_tokens_per_s']:7.1f} tok/s ({r['pct_of_bandwidth']:5.1f}% of "
-                            f"bandwidth so far)  peak RSS {_mib(r['peak_rss_bytes'])} MiB")
-                    else:
-                        log(f"bench: {shape} {wt} t={t} {engine}: error: {r['error']}")
-                    rows.append(r)
-                near = max(near or 0.0, measure_bandwidth([t], mib=NEAR_MIB)[0].get(t) or 0.0)
-                for r in row:
-                    if "error" not in r and near > 0:
-                        r["near_bandwidth_gb_per_s"] = near
-                        r["pct_of_near_bandwidth"] = 100.0 * r["decode_weight_gb_per_s"] / near
+    n_runs = sum(len(_types_for(s, types)) for s in shapes) * len(threads) * len(engines)
+    # On a terminal the log lines print above the bar (rich stands in for stderr).
+    with console.progress("edgerun bench --matrix", total=n_runs) as bar:
+        for shape in shapes:
+            for wt in _types_for(shape, types):
+                try:
+                    path = bench_model(out_dir, shape, wt, log)
+                except (OSError, RuntimeError) as e:
+                    log(f"bench: {shape} {wt}: skipped: {e}")
+                    rows += [{"engine": engine, "shape": shape, "type": wt, "threads": t,
+                              "error": f"no model: {e}"} for t in threads for engine in engines]
+                    bar.advance(len(threads) * len(engines))
+                    continue
+                wbytes = weight_bytes_per_token(path)
+                kvbytes = kv_bytes_per_token(path, prompt_tokens, gen_tokens, 2 if kv_type == "f16" else 4)
+                for t in threads:
+                    # The probe again, smaller, right before and after this row's
+                    # engines: on a shared VM the bandwidth drifts by 10-15% within
+                    # a run, and a row timed in a slow minute divided by the run's
+                    # fastest probe says more about the minute than the engine.
+                    near = measure_bandwidth([t], mib=NEAR_MIB)[0].get(t)
+                    row = []
+                    for engine in engines:
+                        bar.update(description=f"{shape} {wt} t={t} {engine}")
+                        r = _run_worker(engine, path, t, 64, MATRIX_CTX, prompt_tokens, gen_tokens, repeat,
+                                        timeout, kv_type)
+                        r.update(shape=shape, type=wt, model=str(path), weight_bytes_per_token=wbytes,
+                                 kv_bytes_per_token=kvbytes, bandwidth_gb_per_s=bw[t])
+                        row.append(r)
+                        bar.advance(1)
+                        if "error" not in r:
+                            gbs = r["decode_tokens_per_s"] * wbytes / 1e9
+                            r["decode_weight_gb_per_s"] = gbs
+                            r["pct_of_bandwidth"] = 100.0 * gbs / bw[t]
+                            log(f"bench: {shape:>4} {wt:<5} t={t} {engine:<9} "
+                                f"prefill {r['prefill_tokens_per_s']:8.1f}  "
+                                f"decode {r['decode_tokens_per_s']:7.1f} tok/s ({r['pct_of_bandwidth']:5.1f}% of "
+                                f"bandwidth so far)  peak RSS {_mib(r['peak_rss_bytes'])} MiB")
+                        else:
+                            log(f"bench: {shape} {wt} t={t} {engine}: error: {r['error']}")
+                        rows.append(r)
+                    near = max(near or 0.0, measure_bandwidth([t], mib=NEAR_MIB)[0].get(t) or 0.0)
+                    for r in row:
+                        if "error" not in r and near > 0:
+                            r["near_bandwidth_gb_per_s"] = near
+                            r["pct_of_near_bandwidth"] = 100.0 * r["decode_weight_gb_per_s"] / near
     med_after = {}
     bw_after, _ = measure_bandwidth(threads, median=med_after)
     core_ns.append(measure_core_latency())

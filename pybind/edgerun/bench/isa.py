@@ -47,6 +47,7 @@ import time
 
 from . import board as board_bench
 from .board import BenchError
+from .. import console
 
 # (qemu -cpu spec, tables to run, the table the runtime should pick by itself)
 # The automatic choices follow runtime_c/src/kernels/dispatch.c: SDOT where the
@@ -202,32 +203,35 @@ def measure(build_dir, models, the_plan, repeat=REPEAT, prompt_tokens=PROMPT_TOK
              "model": str(models[first]), "runs": [], "run_errors": []} for cpu, _, expect in the_plan]
     n_runs = repeat * len(rows) + len(auto)
     done = 0
-    for k in range(repeat):
-        for row in rows:
-            ids, g = work[row["type"]]
+    with console.progress("edgerun bench --qemu-isa", total=n_runs) as bar:
+        for k in range(repeat):
+            for row in rows:
+                ids, g = work[row["type"]]
+                try:
+                    res = run_once(board, row["cpu"], str(cli), row["model"], ids, g, row["table"],
+                                   workdir / "timings.txt")
+                    row["runs"].append(res)
+                    msg = (f"prefill {res['prefill_tokens_per_s']:7.1f}  "
+                           f"decode {res['decode_tokens_per_s']:7.1f} tok/s (ran {res['isa']})")
+                except BenchError as e:
+                    row["run_errors"].append(str(e))
+                    msg = f"error: {e}"
+                done += 1
+                bar.advance(1, f"{row['label']} {row['table']} {row['type']}")
+                log(f"bench --qemu-isa [{done}/{n_runs}] run {k + 1}/{repeat} {row['label']:<16} "
+                    f"{row['table']:<12} {row['type']:<5} {msg}")
+        for a in auto:
+            ids, g = work[a["type"]]
             try:
-                res = run_once(board, row["cpu"], str(cli), row["model"], ids, g, row["table"],
-                               workdir / "timings.txt")
-                row["runs"].append(res)
-                msg = (f"prefill {res['prefill_tokens_per_s']:7.1f}  decode {res['decode_tokens_per_s']:7.1f} tok/s"
-                       f" (ran {res['isa']})")
+                res = run_once(board, a["cpu"], str(cli), a["model"], ids, g, None, workdir / "timings.txt")
+                a["runs"].append(res)
+                msg = f"chose {res['isa']} (expected {a['expected']})"
             except BenchError as e:
-                row["run_errors"].append(str(e))
+                a["run_errors"].append(str(e))
                 msg = f"error: {e}"
             done += 1
-            log(f"bench --qemu-isa [{done}/{n_runs}] run {k + 1}/{repeat} {row['label']:<16} {row['table']:<12} "
-                f"{row['type']:<5} {msg}")
-    for a in auto:
-        ids, g = work[a["type"]]
-        try:
-            res = run_once(board, a["cpu"], str(cli), a["model"], ids, g, None, workdir / "timings.txt")
-            a["runs"].append(res)
-            msg = f"chose {res['isa']} (expected {a['expected']})"
-        except BenchError as e:
-            a["run_errors"].append(str(e))
-            msg = f"error: {e}"
-        done += 1
-        log(f"bench --qemu-isa [{done}/{n_runs}] automatic choice on {a['label']}: {msg}")
+            bar.advance(1, f"automatic choice on {a['label']}")
+            log(f"bench --qemu-isa [{done}/{n_runs}] automatic choice on {a['label']}: {msg}")
     report = {
         "kind": "qemu-isa",
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

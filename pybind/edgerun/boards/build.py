@@ -28,6 +28,7 @@ import sys
 import time
 
 from . import board as boards, prereqs
+from .. import console
 from ..errors import BoardError
 
 BUILDTYPES = ("release", "debug", "debugoptimized")
@@ -180,32 +181,6 @@ def test_executables(build_dir):
                   if p.is_file() and os.access(p, os.X_OK) and elf_machine(p))
 
 
-class _Progress:
-    """ninja's "[n/m] what" lines as one rewritten line on a terminal; nothing otherwise
-    (a log gets the summary only). Other lines (compiler output) are kept for errors."""
-
-    def __init__(self, stream, label):
-        self.stream, self.label = stream, label
-        self.tty = stream.isatty()
-        self.width = shutil.get_terminal_size((100, 20)).columns
-        self.shown = False
-
-    def update(self, n, m, what):
-        if not self.tty:
-            return
-        line = f"{self.label} [{n}/{m}] {what}"
-        if len(line) > self.width - 1:
-            line = line[:self.width - 4] + "..."
-        self.stream.write("\r\x1b[K" + line)
-        self.stream.flush()
-        self.shown = True
-
-    def done(self):
-        if self.shown:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-
-
 def _run_logged(cmd, env=None, cwd=None):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     return r.returncode, (r.stdout or "") + (r.stderr or "")
@@ -259,21 +234,22 @@ def compile_dir(cfg, log=sys.stderr, _repair=True):
     edges ninja ran (0: up to date)."""
     ninja = prereqs.ninja_command()
     bdir = cfg.build_dir()
-    progress = _Progress(log, f"edgerun build {cfg.board.name}")
     other = []
     last = 0
-    proc = subprocess.Popen([ninja, "-C", str(bdir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
-    for line in proc.stdout:
-        line = line.rstrip("\n")
-        m = _NINJA_STATUS.match(line)
-        if m:
-            last = int(m.group(1))
-            progress.update(m.group(1), m.group(2), m.group(3))
-        elif not line.startswith("ninja: Entering directory") and line != "ninja: no work to do.":
-            other.append(line)
-    rc = proc.wait()
-    progress.done()
+    # ninja's "[n/m] what" lines drive a bar on a terminal; a log gets the summary only.
+    # Other lines (compiler output) are kept for errors.
+    with console.progress(f"edgerun build {cfg.board.name}", stream=log) as progress:
+        proc = subprocess.Popen([ninja, "-C", str(bdir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1)
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            m = _NINJA_STATUS.match(line)
+            if m:
+                last = int(m.group(1))
+                progress.update(completed=last, total=int(m.group(2)), description=m.group(3)[-60:])
+            elif not line.startswith("ninja: Entering directory") and line != "ninja: no work to do.":
+                other.append(line)
+        rc = proc.wait()
     if _repair and rc == 0 and any("premature end of file" in ln for ln in other):
         # A damaged .ninja_deps (a ninja killed or run twice at once in this dir)
         # makes this ninja rebuild everything on every run without repairing it.

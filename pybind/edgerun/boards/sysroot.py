@@ -1,4 +1,4 @@
-"""`edgerun sysroot --board B`: an aarch64 Python 3 with cffi and numpy in build/sysroot/<arch>/.
+"""`edgerun sysroot --board B`: an aarch64 Python 3 with cffi, numpy and rich in build/sysroot/<arch>/.
 
 On-device control scripts (examples/device/) must run on the board's own
 Python, not the host's: under qemu-user that needs the board's interpreter, C
@@ -8,7 +8,7 @@ This module assembles that folder from two sources:
   * Debian's packages for the board's architecture (python3.X, its standard
     library, libc6, libstdc++6 and everything they depend on), fetched with
     `apt-get download` and unpacked with `dpkg -x`;
-  * the aarch64 wheels of cffi and numpy from PyPI (`pip download --platform`),
+  * the aarch64 wheels of cffi, numpy and rich from PyPI (`pip download --platform`),
     unpacked into usr/lib/python3/dist-packages, where Debian's Python looks.
 
 Nothing on the host changes: apt runs with a private state folder, source list
@@ -40,9 +40,10 @@ ARCHES = {
     "aarch64": {"deb": "arm64", "pip": ("manylinux2014_aarch64", "manylinux_2_28_aarch64")},
 }
 
-# The Python packages the control scripts need on the device (and cffi's own
-# dependency, pycparser, which pip pulls in).
-WHEELS = ("cffi", "numpy")
+# The Python packages the control scripts need on the device (and what pip
+# pulls in with them: pycparser for cffi; markdown-it-py, mdurl and pygments
+# for rich, which edgerun.console draws progress and tables with on a terminal).
+WHEELS = ("cffi", "numpy", "rich")
 
 # libstdc++6: numpy's C++ extension modules link against it.
 BASE_PACKAGES = ("libc6", "libstdc++6")

@@ -26,6 +26,7 @@ import sys
 import time
 
 from . import board as boards, build, prereqs, qemu
+from .. import console
 from ..errors import BoardError
 
 LOGITS_ATOL = 1e-3
@@ -220,11 +221,14 @@ def run_board_tests(board, cpus=None, buildtype="release", sanitize=(), compiler
     bdir = build.ensure_built(b, buildtype=buildtype, sanitize=sanitize, compiler=compiler, log=log)
     build_s = time.monotonic() - t0
     results = []
+    per_cpu = int(c_tests) + (0 if not model_checks else 1 if b.is_native else 2)
+    bar = console.progress(f"edgerun test {b.name}", total=per_cpu * len(all_cpus), stream=log)
 
     def add(cpu, check, ok, detail, seconds, **extra):
         row = {"cpu": cpu or "native", "vector_bits": boards.vector_bits(cpu) if cpu else None,
                "check": check, "ok": bool(ok), "detail": detail, "seconds": round(seconds, 2), **extra}
         results.append(row)
+        bar.advance(1)
         if on_result:
             on_result(row)
 
@@ -240,9 +244,12 @@ def run_board_tests(board, cpus=None, buildtype="release", sanitize=(), compiler
             with build.built("host", log=log) as hdir:
                 host_build_s = time.monotonic() - t0
                 _, ref_rows, _ = run_eval("host", None, hdir, prompts)
-    for cpu in all_cpus:
-        with build.built(b, buildtype=buildtype, sanitize=sanitize, compiler=compiler, log=log):
-            _run_cpu(b, cpu, bdir, work, c_tests, model_checks, probs if model_checks else None, ref_rows, add)
+    with bar:
+        for cpu in all_cpus:
+            bar.update(description=cpu or "native")
+            with build.built(b, buildtype=buildtype, sanitize=sanitize, compiler=compiler, log=log):
+                _run_cpu(b, cpu, bdir, work, c_tests, model_checks, probs if model_checks else None, ref_rows,
+                         add)
     return {"board": b.name, "build_dir": str(bdir), "compiler": compiler or b.default_compiler(),
             "buildtype": buildtype, "sanitize": list(sanitize), "problems": problems if model_checks else 0,
             "logits_tolerance": {"atol": LOGITS_ATOL, "rtol": LOGITS_RTOL},

@@ -40,7 +40,7 @@ commands:
   build     cross-build for a board: edgerun build --board rpi5
   test      C tests and model checks under qemu-user: edgerun test --board rpi5
   doctor    check the tools the board driver needs
-  sysroot   the board's own Python (aarch64 python3 + cffi + numpy) for on-device scripts
+  sysroot   the board's own Python (aarch64 python3 + cffi + numpy + rich) for on-device scripts
   trace     per-op timings of a generation as a Perfetto/Chrome trace
   keygen    signing key + certificate for update bundles
   package   signed SWUpdate bundle (runtime, Python package, model, config) for a board

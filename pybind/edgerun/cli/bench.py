@@ -9,7 +9,9 @@ by a calibration workload; JSON + PNG; the board's latency gates (edgerun/bench/
 emulated CPU models that can run it, and its greedy tokens against generic's
 (edgerun/bench/isa.py)."""
 import json
+import sys
 
+from .. import console
 from .options import formatter
 
 EPILOG = """\
@@ -129,18 +131,33 @@ def main(args):
         model = default_model_path()
     report = bench.run(model, threads=threads, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
                        batch=args.batch, ctx=args.ctx, repeat=args.repeat, peer=not args.no_peer)
-    _emit(args, report, lambda: bench.format_table(report))
+    _emit(args, report, lambda: bench.format_table(report), lambda: _table(bench, report))
     # A failed engine is a failed benchmark: scripts must not record half a table.
     return 1 if any("error" in r for r in report["results"]) else 0
 
 
-def _emit(args, report, text):
-    """--out FILE.json gets the report; stdout gets it as JSON with --json, else text()."""
+def _emit(args, report, text, table=None):
+    """--out FILE.json gets the report; stdout gets it as JSON with --json, else
+    text(), or on a terminal table() where there is one."""
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)
             f.write("\n")
-    print(json.dumps(report, indent=2) if args.json else text())
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif table is not None and console.is_terminal(sys.stdout):
+        table()
+    else:
+        print(text())
+
+
+def _table(bench, report):
+    title, rows, notes = bench.table_parts(report)
+    # A failed engine's row has its error in the third column and blanks after.
+    rows = [r if len(r) == len(bench.TABLE_HEAD) else r + ("",) * (len(bench.TABLE_HEAD) - len(r)) for r in rows]
+    console.table(bench.TABLE_HEAD, rows, title=title, right=bench.TABLE_HEAD[1:])
+    for line in notes:
+        print(line)
 
 
 def _matrix(args, threads):

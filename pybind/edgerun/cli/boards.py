@@ -1,6 +1,8 @@
 """`edgerun boards [show NAME]`: the boards in boards/*.yaml, or one of them explained."""
 import json
+import sys
 
+from .. import console
 from .options import formatter
 
 EPILOG = """\
@@ -57,9 +59,12 @@ def list_boards(as_json):
     rows = [("board", "arch", "cpu flags", "features", "qemu -cpu (tested)")]
     for b in all_boards:
         rows.append((b.name, b.arch, " ".join(b.cflags), ",".join(b.features), _qemu(b)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
-        print("  ".join(f"{c:<{w}}" for c, w in zip(r, widths)) + "  " + r[-1])
+    if console.is_terminal(sys.stdout):
+        console.table(rows[0], rows[1:])
+    else:
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        for r in rows:
+            print("  ".join(f"{c:<{w}}" for c, w in zip(r, widths)) + "  " + r[-1])
     print("\n`edgerun boards show NAME` explains one; `edgerun build --board NAME` builds for it.")
     return 0
 

@@ -1,6 +1,8 @@
 """`edgerun doctor`: checks everything the board driver needs and says how to fix what is missing."""
 import json
+import sys
 
+from .. import console
 from ..boards.prereqs import diagnose
 from .options import formatter
 
@@ -20,11 +22,14 @@ def main(args):
     if args.json:
         print(json.dumps({"ok": not missing, "checks": rows}, indent=1))
         return 1 if missing else 0
-    w = max(len(r["name"]) for r in rows)
-    for r in rows:
-        status = "ok" if r["ok"] else ("optional" if r["optional"] else "MISSING")
-        text = r["detail"] if r["ok"] else f"{r['what']}: {r['fix']}"
-        print(f"  {r['name']:<{w}}  {status:<8}  {text}")
+    status = lambda r: "ok" if r["ok"] else ("optional" if r["optional"] else "MISSING")
+    text = lambda r: r["detail"] if r["ok"] else f"{r['what']}: {r['fix']}"
+    if console.is_terminal(sys.stdout):
+        console.table(("check", "status", "detail"), [(r["name"], status(r), text(r)) for r in rows])
+    else:
+        w = max(len(r["name"]) for r in rows)
+        for r in rows:
+            print(f"  {r['name']:<{w}}  {status(r):<8}  {text(r)}")
     if missing:
         print(f"\n{len(missing)} required piece{'s' if len(missing) > 1 else ''} missing: "
               + "; ".join(f"{r['name']} ({r['fix']})" for r in missing))

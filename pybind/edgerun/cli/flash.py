@@ -3,6 +3,7 @@ signed bundle into the device's inactive slot, health-check it, switch to it."""
 import json
 import sys
 
+from .. import console
 from .options import formatter
 
 EPILOG = """\
@@ -54,9 +55,14 @@ def main(args):
         return 0
     if not args.bundle or not args.cert:
         raise ValueError("flash needs a BUNDLE and --cert (or --status)")
-    say = None if args.quiet else (lambda m: print(f"edgerun flash: {m}", file=sys.stderr, flush=True))
-    ev = flash.flash(args.bundle, args.board, args.target, args.cert, args.no_downgrade, args.identity,
-                     args.ssh_option, progress=say)
+    with console.progress("edgerun flash") as bar:
+        def say(m):
+            # On a terminal the bar names the step and the line prints above it.
+            bar.update(description=m)
+            if not args.quiet:
+                print(f"edgerun flash: {m}", file=sys.stderr, flush=True)
+        ev = flash.flash(args.bundle, args.board, args.target, args.cert, args.no_downgrade, args.identity,
+                         args.ssh_option, progress=say)
     print(json.dumps(ev) if args.json else
           f"{args.target}: now on {ev['slot']} (version {ev['version']}), was {ev['from_slot'] or 'empty'}")
     return 0

@@ -1,6 +1,8 @@
 """`edgerun info [MODEL]`: hyper-parameters, tensor types, arena plan and ISA of a model."""
 import json
+import sys
 
+from .. import console
 from .options import add_model_options, formatter, human_bytes, model_kwargs
 
 EPILOG = """\
@@ -59,6 +61,8 @@ def main(args):
         print(f"cpu features: {d['cpu_features'] or '(none detected)'}")
         print(cuda_line(d["cuda"]))
         return 0
+    if console.is_terminal(sys.stdout):
+        return _tables(d, args.tensors)
     hp = d["hparams"]
     print(f"model: {d['path']}")
     print(f"  arch {hp['arch']}  name {hp['name'] or '-'}  params {hp['n_params']:,}  "
@@ -102,4 +106,44 @@ def main(args):
                 continue
             kind = "persistent" if s["persistent"] else "scratch"
             print(f"  {s['name']:<16} {human_bytes(s['bytes']):>10} {100 * s['bytes'] / dtotal:5.1f}%  {kind}")
+    return 0
+
+
+HPARAMS = ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff", "n_ctx_train",
+           "rope_freq_base", "rms_eps", "tied_output", "has_qkv_bias")
+
+
+def _tables(d, tensors):
+    """What the plain text says, as tables (a terminal only)."""
+    hp, pl = d["hparams"], d["plan"]
+    print(f"model: {d['path']}")
+    print(f"  arch {hp['arch']}  name {hp['name'] or '-'}  params {hp['n_params']:,}  "
+          f"weights {human_bytes(hp['weight_bytes'])}")
+    console.table(("hyper-parameter", "value"), [(k, hp[k]) for k in HPARAMS], right=("value",))
+    console.table(("type", "tensors", "bytes"),
+                  [(t, e["count"], human_bytes(e["bytes"]))
+                   for t, e in sorted(d["types"].items(), key=lambda kv: -kv[1]["bytes"])], right=("tensors", "bytes"))
+    if tensors:
+        console.table(("tensor", "type", "shape", "bytes"),
+                      [(t["name"], t["type"], "x".join(str(x) for x in t["shape"]), human_bytes(t["nbytes"]))
+                       for t in d["tensors"]], right=("bytes",))
+    tk = d["tokenizer"]
+    print(f"tokenizer: {tk['kind']} ({tk['pre'] or '-'}), {tk['n_tokens']} tokens, bos {tk['bos']}, eos {tk['eos']}"
+          if tk else "tokenizer: none (ids in, ids out)")
+    print(f"isa: {d['isa']} ({d['isa_reason']})")
+    print(f"cpu features: {d['cpu_features'] or '(none detected)'}")
+    print(cuda_line(d["cuda"]))
+    for where, title, total in (("host", f"arena plan: {human_bytes(pl['total_bytes'])} for n_ctx {pl['n_ctx']}, "
+                                         f"n_batch {pl['n_batch']}, {pl['n_threads']} threads, {pl['n_sessions']} "
+                                         f"session(s), KV {pl['kv_type']}", pl["total_bytes"]),
+                                ("device", f"gpu plan: {human_bytes(pl.get('device_bytes') or 0)} in one device "
+                                           f"allocation, {human_bytes(pl.get('pinned_bytes') or 0)} pinned host "
+                                           "staging", pl.get("device_bytes") or 0)):
+        secs = [s for s in pl["sections"] if (s.get("device", "host") == "host") == (where == "host")]
+        if where == "device" and not (pl.get("device_bytes") or pl.get("pinned_bytes")):
+            continue
+        console.table(("section", "bytes", "share", "kind"),
+                      [(s["name"], human_bytes(s["bytes"]), f"{100 * s['bytes'] / max(total, 1):.1f}%",
+                        "persistent" if s["persistent"] else "scratch") for s in secs],
+                      title=title, right=("bytes", "share"))
     return 0

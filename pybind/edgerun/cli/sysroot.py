@@ -1,4 +1,4 @@
-"""`edgerun sysroot --board B`: assemble the board's Python (aarch64 python3 with cffi and numpy)
+"""`edgerun sysroot --board B`: assemble the board's Python (aarch64 python3 with cffi, numpy and rich)
 in build/sysroot/<arch>/ from Debian's packages and PyPI wheels, changing nothing on the host."""
 import json
 
@@ -21,7 +21,7 @@ Run a script with it:
 
 
 def register(sub):
-    p = sub.add_parser("sysroot", help="assemble the board's Python (aarch64 python3 + cffi + numpy)",
+    p = sub.add_parser("sysroot", help="assemble the board's Python (aarch64 python3 + cffi + numpy + rich)",
                        description=__doc__, epilog=EPILOG, formatter_class=formatter())
     p.add_argument("--board", required=True, metavar="B", help="board name (boards/B.yaml); its arch decides")
     p.add_argument("--force", action="store_true", help="assemble again even when up to date")

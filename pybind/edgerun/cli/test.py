@@ -46,11 +46,11 @@ def main(args):
     problems = board_test.DEFAULT_PROBLEMS if args.problems is None else args.problems
     if not 1 <= problems <= 200:
         raise InvalidArgumentError(f"--problems must be in 1..200, got {problems}")
-    live = sys.stderr
-
     def progress(row):
+        # sys.stderr looked up per row: on a terminal the progress bar stands in for
+        # it meanwhile and prints the row above itself.
         print(f"  {row['cpu']:<36} {row['check']:<8} {'ok' if row['ok'] else 'FAIL':<4} "
-              f"{row['seconds']:6.1f}s  {row['detail']}", file=live, flush=True)
+              f"{row['seconds']:6.1f}s  {row['detail']}", file=sys.stderr, flush=True)
 
     report = board_test.run_board_tests(args.board, cpus=args.cpu, problems=problems, c_tests=args.c_tests,
                                         model_checks=args.model_checks, log=sys.stderr, on_result=progress,

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from .. import errors
+from .. import console, errors
 
 TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k")
 
@@ -278,32 +278,6 @@ def _nbytes(shape, ttype):
     return n // block * size
 
 
-# ---------------------------------------------------------------- progress
-
-class _Progress:
-    """One line on stderr rewritten in place — only on a terminal, where it helps;
-    in logs and CI it would be noise."""
-
-    def __init__(self, total, stream=None):
-        self.stream = stream or sys.stderr
-        self.total = max(total, 1)
-        self.on = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.done = 0
-
-    def step(self, name, nbytes):
-        self.done += nbytes
-        if self.on:
-            frac = self.done / self.total
-            bar = "#" * int(frac * 30)
-            self.stream.write(f"\r[{bar:<30}] {frac * 100:5.1f}% {name[:40]:<40}")
-            self.stream.flush()
-
-    def finish(self):
-        if self.on:
-            self.stream.write("\r" + " " * 80 + "\r")
-            self.stream.flush()
-
-
 # ---------------------------------------------------------------- main entry
 
 def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=None):
@@ -368,17 +342,17 @@ def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=Non
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
-        prog = _Progress(sum(_nbytes(p[2], p[3]) for p in plan))
-        for hf_name, g, shape, ttype in plan:
-            arr = where[hf_name].load(hf_name)
-            if hp.permute and g.endswith(("attn_q.weight", "attn_q.bias")):
-                arr = permute_qk(arr, hp.n_head)
-            elif hp.permute and g.endswith(("attn_k.weight", "attn_k.bias")):
-                arr = permute_qk(arr, hp.n_head_kv)
-            data, _ = _encode(arr, ttype)
-            w.write_tensor_data(data)
-            prog.step(g, data.nbytes)
-        prog.finish()
+        total = sum(_nbytes(p[2], p[3]) for p in plan)
+        with console.progress(f"convert {out_type}", total=total, unit="bytes") as prog:
+            for hf_name, g, shape, ttype in plan:
+                arr = where[hf_name].load(hf_name)
+                if hp.permute and g.endswith(("attn_q.weight", "attn_q.bias")):
+                    arr = permute_qk(arr, hp.n_head)
+                elif hp.permute and g.endswith(("attn_k.weight", "attn_k.bias")):
+                    arr = permute_qk(arr, hp.n_head_kv)
+                data, _ = _encode(arr, ttype)
+                w.write_tensor_data(data)
+                prog.advance(data.nbytes, g)
         w.close()
         os.replace(tmp_path, out_path)
     except BaseException:

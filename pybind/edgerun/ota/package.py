@@ -31,7 +31,7 @@ import tarfile
 import tempfile
 
 from . import cpio, device_config, swdesc
-from .. import __version__
+from .. import __version__, console
 from ..errors import OtaError
 from .keygen import openssl
 
@@ -231,7 +231,19 @@ def sign(text_path, key, cert, out_path):
 
 def package(board, model, version, key, cert, out, config=None, root=None, build_dir=None,
             health_prompt=None, health_max_tokens=None, threads=None, log=None):
-    """Builds the bundle `out`; returns its manifest (dict)."""
+    """Builds the bundle `out`; returns its manifest (dict). With a `log` that is a
+    terminal, a bar shows the steps (runtime, health check, images, signature)."""
+    bar = console.progress("edgerun package", total=len(_STEPS), stream=log) if log else console.quiet()
+    with bar:
+        return _package(board, model, version, key, cert, out, config, root, build_dir, health_prompt,
+                        health_max_tokens, threads, log, bar)
+
+
+_STEPS = ("the board's runtime", "health check", "images", "signature")
+
+
+def _package(board, model, version, key, cert, out, config, root, build_dir, health_prompt, health_max_tokens,
+             threads, log, bar):
     from .. import boards
     board = boards.load(board)
     version = check_version(version)
@@ -270,7 +282,9 @@ def package(board, model, version, key, cert, out, config=None, root=None, build
         raw["threads"]["count"] = threads
     root = raw["slots"]["root"]
 
+    bar.update(description=_STEPS[0])
     lib, cli = find_runtime(board, build_dir, log=log)
+    bar.advance(1, _STEPS[1])
     header = _PKG_DIR.parent.parent / "runtime_c" / "include" / "edgerun.h"
     if not header.is_file():
         header = _PKG_DIR / "edgerun.h"
@@ -292,6 +306,7 @@ def package(board, model, version, key, cert, out, config=None, root=None, build
                        "generate nothing; choose a prompt with a non-empty answer")
     raw["health_check"]["expect"] = got
     cfg = device_config.validate(raw, "<bundle config>")
+    bar.advance(1, _STEPS[2])
 
     out = pathlib.Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -330,7 +345,9 @@ def package(board, model, version, key, cert, out, config=None, root=None, build
         desc = sw_description(version, board, [(n, sha256_file(p), d, a) for n, p, d, a in images], root,
                               slots, f"edgerun {__version__} for {board.name}: {model.name}, bundle {version}")
         (td / "sw-description").write_text(desc)
+        bar.advance(1, _STEPS[3])
         sign(td / "sw-description", key, cert, td / "sw-description.sig")
+        bar.advance(1, "writing the bundle")
 
         tmp_out = td / "bundle.swu"
         with open(tmp_out, "wb") as f:
