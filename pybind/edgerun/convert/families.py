@@ -85,8 +85,7 @@ class Family:
         act = cfg.get("hidden_act", "silu")
         if act != "silu":
             raise self.refuse(f"hidden_act '{act}' is not supported; the runtime implements SwiGLU (silu)")
-        if cfg.get("use_sliding_window") or (cfg.get("sliding_window") and self.arch != "phi3"
-                                             and any(x == "sliding_attention" for x in cfg.get("layer_types") or ())):
+        if cfg.get("use_sliding_window") or "sliding_attention" in (cfg.get("layer_types") or ()):
             raise self.refuse(f"sliding_window {cfg.get('sliding_window')}: the runtime's {self.arch} "
                               "attends to every position")
         if cfg.get("attn_logit_softcapping") or cfg.get("final_logit_softcapping"):
@@ -97,14 +96,16 @@ class Family:
         return ConvertError(f"{self.where}/config.json: {msg}")
 
     # ---- names
-    def gguf_name(self, hf_name):
-        if hf_name in self.top_names:
-            return self.top_names[hf_name]
+    @classmethod
+    def gguf_name(cls, hf_name):
+        """GGUF name of a HF parameter, or None for one the family does not map."""
+        if hf_name in cls.top_names:
+            return cls.top_names[hf_name]
         parts = hf_name.split(".")
         if len(parts) >= 5 and parts[0] == "model" and parts[1] == "layers" and parts[2].isdigit():
             stem = ".".join(parts[3:-1])
-            if stem in self.layer_names:
-                return f"blk.{int(parts[2])}.{self.layer_names[stem]}.{parts[-1]}"
+            if stem in cls.layer_names:
+                return f"blk.{int(parts[2])}.{cls.layer_names[stem]}.{parts[-1]}"
         return None
 
     def required(self, i):
