@@ -389,16 +389,18 @@ def _llama_quantize(src, dst, ftype):
 
 
 # Quantized files: both engines read the same quantized weights and, before
-# each quantized dot product, round the activations to 8 bits per block the
-# same way; their logits agree to ~1e-7 at most positions. Where a value lands
-# on a rounding boundary in one engine and not the other, one activation moves
-# by one step (1/127 of its block's largest value), and these random 96-wide
-# models amplify that to at most ~1.5% of the largest logit (measured: 0.1-1.4%),
-# against 1.3-27% that the quantization itself moves them from the float model.
-# So: within 3% of the largest logit (gemma3: 6%, its float16 GELU table feeds
-# more such boundaries), and each engine as far from the float model as the
-# other to within a quarter of that distance (a misread scale or layout would
-# break both).
+# each quantized dot product, round the activations to 8 bits per block with
+# the same scale; their logits agree to ~1e-7 at most positions. One rounding
+# differs: a product that lands exactly on k + 0.5 goes away from zero in
+# edgerun (as in llama.cpp's reference C) but to even in llama.cpp's AVX2 and
+# NEON code. Where that happens one activation moves by one step (1/127 of its
+# block's largest value), and from then on (through the K/V cache) these random
+# 96-wide models carry it to at most ~1.5% of the largest logit (measured:
+# 0.1-1.4%, and 0 where no tie occurs), against 1.3-27% that the quantization
+# itself moves them from the float model. So: within 3% of the largest logit
+# (gemma3: 6%, its float16 GELU table in ggml adds to it from the first token),
+# and each engine as far from the float model as the other to within a quarter
+# of that distance (a misread scale or layout would break both).
 QUANT_TOL = {"gemma3": 0.06}
 _FLOAT = {}
 FTYPES = {"q8_0": 7, "q4_k_m": 15}
