@@ -390,13 +390,15 @@ def _llama_quantize(src, dst, ftype):
 
 # Quantized files: both engines read the same quantized weights and, before
 # each quantized dot product, round the activations to 8 bits per block with
-# the same scale; their logits agree to ~1e-7 at most positions. One rounding
-# differs: a product that lands exactly on k + 0.5 goes away from zero in
-# edgerun (as in llama.cpp's reference C) but to even in llama.cpp's AVX2 and
-# NEON code. Where that happens one activation moves by one step (1/127 of its
-# block's largest value), and from then on (through the K/V cache) these random
+# the same scale; their logits agree to ~1e-7 at most positions. But a value
+# near a rounding boundary can fall on either side: ties (k + 0.5) go away from
+# zero in edgerun, as in llama.cpp's reference C, and to even in llama.cpp's
+# AVX2/NEON code, and a last-bit difference in summation order moves a value
+# across a boundary too (edgerun's own generic and AVX2 tables differ by up to
+# 0.7% on these files that way). One activation then moves by one step (1/127
+# of its block's largest value), and from then on (through the K/V cache) these random
 # 96-wide models carry it to at most ~1.5% of the largest logit (measured:
-# 0.1-1.4%, and 0 where no tie occurs), against 1.3-27% that the quantization
+# 0.1-1.4%, and 0 where nothing crosses), against 1.3-27% that the quantization
 # itself moves them from the float model. So: within 3% of the largest logit
 # (gemma3: 6%, its float16 GELU table in ggml adds to it from the first token),
 # and each engine as far from the float model as the other to within a quarter
