@@ -9,7 +9,10 @@ examples:
   edgerun convert ./TinyLlama-1.1B tinyllama-q4_k_m.gguf --type q4_k_m
 
 HF_DIR holds config.json, *.safetensors and tokenizer.json or tokenizer.model
-(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM). Norms and biases stay
+(LlamaForCausalLM with or without Llama 3.x/linear RoPE scaling, MistralForCausalLM,
+Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM,
+SmolLM3ForCausalLM, Lfm2ForCausalLM), written as llama.cpp's converter writes
+them; settings the runtime would not compute are refused. Norms and biases stay
 F32; 2-D weights take --type (a q-type tensor whose rows are not a multiple of
 32 is stored as F16, with a note). torch is not needed.
 

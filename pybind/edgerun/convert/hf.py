@@ -19,34 +19,15 @@ import sys
 import numpy as np
 
 from .. import console, errors
+from .families import FAMILIES, LLAMA_LAYER_NAMES, TOP_NAMES, permute_qk
 
 TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k")
 
-# Architectures we convert: HF class name -> (GGUF arch, permute Q/K for interleaved RoPE).
-# qwen2 keeps Hugging Face's layout because its GGUF models use NEOX-style RoPE.
-ARCHS = {
-    "LlamaForCausalLM": ("llama", True),
-    "MistralForCausalLM": ("llama", True),
-    "Qwen2ForCausalLM": ("qwen2", False),
-}
-
-# HF name (after "model.layers.N.") -> GGUF name (after "blk.N.").
-_LAYER_NAMES = {
-    "input_layernorm": "attn_norm",
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output",
-    "post_attention_layernorm": "ffn_norm",
-    "mlp.gate_proj": "ffn_gate",
-    "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
-}
-_TOP_NAMES = {
-    "model.embed_tokens.weight": "token_embd.weight",
-    "model.norm.weight": "output_norm.weight",
-    "lm_head.weight": "output.weight",
-}
+# Architectures we convert: HF class name -> GGUF arch. What each one writes
+# is in families.py.
+ARCHS = {name: fam.arch for name, fam in FAMILIES.items()}
+_LAYER_NAMES = LLAMA_LAYER_NAMES
+_TOP_NAMES = TOP_NAMES
 
 # safetensors dtype -> numpy dtype as stored; BF16 is read as uint16 and widened.
 _ST_DTYPES = {
@@ -127,18 +108,9 @@ def _open_weights(hf_dir):
 
 # ---------------------------------------------------------------- layout
 
-def permute_qk(w, n_head):
-    """Reorders each head's rows from HF's [first half | second half] RoPE layout
-    to interleaved pairs (row 2i <- i, row 2i+1 <- i + head_dim/2), which is what
-    llama.cpp's `llama` files contain and what the runtime's RoPE expects."""
-    head_dim = w.shape[0] // n_head
-    return (w.reshape(n_head, 2, head_dim // 2, *w.shape[1:])
-             .swapaxes(1, 2)
-             .reshape(w.shape))
-
-
 def gguf_name(hf_name):
-    """GGUF tensor name for a HF parameter name, or None for tensors we drop."""
+    """GGUF tensor name for a Llama-shaped HF parameter name, or None for
+    tensors we drop (each family's own map: families.Family.gguf_name)."""
     if hf_name in _TOP_NAMES:
         return _TOP_NAMES[hf_name]
     parts = hf_name.split(".")
@@ -159,7 +131,8 @@ class HParams:
             raise ConvertError(f"{hf_dir}/config.json: architecture {archs or '(none)'} is not supported; "
                                f"edgerun converts {', '.join(sorted(ARCHS))}")
         self.hf_arch = known[0]
-        self.arch, self.permute = ARCHS[self.hf_arch]
+        self.arch = ARCHS[self.hf_arch]
+        self.permute = FAMILIES[self.hf_arch].permute
 
         def need(key):
             if key not in cfg:
@@ -173,27 +146,22 @@ class HParams:
         self.n_ff = int(need("intermediate_size"))
         self.n_vocab = int(need("vocab_size"))
         self.n_ctx = int(cfg.get("max_position_embeddings") or 2048)
-        self.eps = float(cfg.get("rms_norm_eps", 1e-6))
+        self.eps = float(cfg.get("rms_norm_eps", cfg.get("norm_eps", 1e-6)))
         # transformers >= 5 nests RoPE settings in rope_parameters; older configs
         # keep rope_theta/rope_scaling at the top level.
         rp = cfg.get("rope_parameters") or {}
         self.rope_theta = float(rp.get("rope_theta", cfg.get("rope_theta", 10000.0)))
         self.head_dim = int(cfg.get("head_dim") or self.n_embd // self.n_head)
         self.tied = bool(cfg.get("tie_word_embeddings", False))
-        act = cfg.get("hidden_act", "silu")
-        if act != "silu":
-            raise ConvertError(f"{hf_dir}/config.json: hidden_act '{act}' is not supported; "
-                               "the runtime implements SwiGLU (silu)")
-        rs = cfg.get("rope_scaling") or rp
-        if rs and (rs.get("rope_type") or rs.get("type")) not in (None, "default"):
-            raise ConvertError(f"{hf_dir}/config.json: rope_scaling {rs.get('rope_type') or rs.get('type')!r} "
-                               "is not supported by the runtime yet; convert a model without RoPE scaling")
         if self.n_head % self.n_head_kv:
             raise ConvertError(f"{hf_dir}/config.json: num_attention_heads {self.n_head} is not a multiple of "
                                f"num_key_value_heads {self.n_head_kv}; the file is inconsistent")
         if self.head_dim % 2:
             raise ConvertError(f"{hf_dir}/config.json: head_dim {self.head_dim} is odd; RoPE needs it even")
         self.name = cfg.get("_name_or_path") or hf_dir.name
+        # what the family writes, and what it refuses (hidden_act, RoPE scaling, ...)
+        self.family = FAMILIES[self.hf_arch](cfg, self, hf_dir)
+        self.family.check()
 
 
 # ---------------------------------------------------------------- types
@@ -281,7 +249,7 @@ def _nbytes(shape, ttype):
 # ---------------------------------------------------------------- main entry
 
 def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=None):
-    """Converts a Hugging Face Llama/Mistral/Qwen2 folder into a GGUF file.
+    """Converts a Hugging Face folder of one of the ARCHS into a GGUF file.
 
     Returns a summary dict: path, arch, type, n_tensors, bytes (file size),
     types ({ggml type: count}), notes (list of strings).
@@ -309,21 +277,32 @@ def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=Non
 
     # Plan every tensor first: the header (with each tensor's type and size) is
     # written before any data, which lets the data stream out one tensor at a time.
+    fam = hp.family
     plan, notes = [], []
-    for hf_name in sorted(where, key=_order_key):
-        g = gguf_name(hf_name)
+    for name, arr in fam.extra_tensors():
+        plan.append((None, name, arr.shape, "f32"))
+    for hf_name in sorted(where, key=lambda n: _order_key(n, fam)):
+        g = fam.gguf_name(hf_name)
         if g is None:
-            if not hf_name.endswith("rotary_emb.inv_freq"):
-                notes.append(f"skipped {hf_name} (not used by the {hp.arch} runtime)")
+            if hf_name.endswith("rotary_emb.inv_freq"):
+                continue
+            if hf_name.startswith("model.layers."):
+                # a layer weight no step reads: the model computes something the runtime would not
+                raise ConvertError(f"{hf_dir}: {hf_name} is a layer tensor the runtime's {hp.arch} does not "
+                                   "read; converting without it would give a model that computes something "
+                                   "else")
+            notes.append(f"skipped {hf_name} (not used by the {hp.arch} runtime)")
             continue
         if g == "output.weight" and hp.tied:
             continue   # tied: the runtime reuses token_embd, as llama.cpp does
-        if g.endswith(".bias") and not (hp.arch == "qwen2" and g.split(".")[2] in ("attn_q", "attn_k", "attn_v")):
+        if g.endswith(".bias") and g.split(".")[2] not in fam.biases:
             # the runtime would ignore it and silently compute something else
             raise ConvertError(f"{hf_dir}: {hf_name} is a bias the {hp.arch} runtime does not apply "
                                "(attention_bias/mlp_bias models are not supported)")
-        shape = where[hf_name].shape(hf_name)
+        shape = fam.out_shape(g, where[hf_name].shape(hf_name))
         ttype, note = tensor_type(shape, out_type, g, hp.n_layer, hp.tied)
+        if fam.keep_f32(g):
+            ttype, note = "f32", None
         if note:
             notes.append(f"{g}: {note}")
         plan.append((hf_name, g, shape, ttype))
@@ -343,13 +322,10 @@ def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=Non
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
         total = sum(_nbytes(p[2], p[3]) for p in plan)
+        extra = dict(fam.extra_tensors())
         with console.progress(f"convert {out_type}", total=total, unit="bytes") as prog:
             for hf_name, g, shape, ttype in plan:
-                arr = where[hf_name].load(hf_name)
-                if hp.permute and g.endswith(("attn_q.weight", "attn_q.bias")):
-                    arr = permute_qk(arr, hp.n_head)
-                elif hp.permute and g.endswith(("attn_k.weight", "attn_k.bias")):
-                    arr = permute_qk(arr, hp.n_head_kv)
+                arr = extra[g] if hf_name is None else fam.transform(g, where[hf_name].load(hf_name))
                 data, _ = _encode(arr, ttype)
                 w.write_tensor_data(data)
                 prog.advance(data.nbytes, g)
@@ -371,9 +347,9 @@ def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=Non
     return summary
 
 
-def _order_key(hf_name):
+def _order_key(hf_name, fam):
     """llama.cpp's order: token_embd, then blocks in order, then output_norm/output."""
-    g = gguf_name(hf_name) or hf_name
+    g = fam.gguf_name(hf_name) or hf_name
     if g.startswith("token_embd"):
         return (0, 0, g)
     if g.startswith("blk."):
@@ -383,12 +359,9 @@ def _order_key(hf_name):
 
 def _check_complete(hp, names, hf_dir):
     have = set(names)
-    need = ["token_embd.weight", "output_norm.weight"]
+    need = ["token_embd.weight", "token_embd_norm.weight" if hp.arch == "lfm2" else "output_norm.weight"]
     for i in range(hp.n_layer):
-        need += [f"blk.{i}.{t}.weight" for t in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                                   "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")]
-        if hp.arch == "qwen2":
-            need += [f"blk.{i}.attn_{t}.bias" for t in "qkv"]
+        need += hp.family.required(i)
     missing = [n for n in need if n not in have]
     if missing:
         raise ConvertError(f"{hf_dir}: the safetensors lack {len(missing)} tensor(s) the {hp.arch} model needs "
@@ -397,26 +370,13 @@ def _check_complete(hp, names, hf_dir):
 
 def _write_header(w, hp, name, out_type, hf_dir, notes):
     from gguf import GGML_QUANT_VERSION
-    a = hp.arch
     w.add_name(str(name))
-    w.add_uint32(f"{a}.context_length", hp.n_ctx)
-    w.add_uint32(f"{a}.embedding_length", hp.n_embd)
-    w.add_uint32(f"{a}.block_count", hp.n_layer)
-    w.add_uint32(f"{a}.feed_forward_length", hp.n_ff)
-    w.add_uint32(f"{a}.attention.head_count", hp.n_head)
-    w.add_uint32(f"{a}.attention.head_count_kv", hp.n_head_kv)
-    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", hp.eps)
-    w.add_float32(f"{a}.rope.freq_base", hp.rope_theta)
-    w.add_uint32(f"{a}.rope.dimension_count", hp.head_dim)
-    if hp.head_dim != hp.n_embd // hp.n_head:
-        w.add_uint32(f"{a}.attention.key_length", hp.head_dim)
-        w.add_uint32(f"{a}.attention.value_length", hp.head_dim)
-    w.add_uint32(f"{a}.vocab_size", hp.n_vocab)
+    hp.family.header(w)
     w.add_uint32("general.file_type", int(_file_type(out_type)))
-    if out_type in ("q8_0", "q4_0") or out_type in _K_BASE:
-        w.add_quantization_version(GGML_QUANT_VERSION)
+    # llama.cpp writes it on float files too
+    w.add_quantization_version(GGML_QUANT_VERSION)
     if (hf_dir / "tokenizer.json").exists() or (hf_dir / "tokenizer.model").exists():
         from .tokenizer import add_tokenizer
-        add_tokenizer(w, hf_dir)
+        add_tokenizer(w, hf_dir, hp.family.cfg, arch=hp.arch)
     else:
         notes.append("no tokenizer.json or tokenizer.model: the file has no tokenizer (ids in, ids out)")

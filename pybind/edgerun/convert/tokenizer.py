@@ -331,23 +331,46 @@ def tokenizer_kv(hf_dir) -> list:
     raise FileNotFoundError(f"{hf_dir} has neither tokenizer.json nor tokenizer.model")
 
 
-def add_tokenizer(writer, hf_dir, config: dict | None = None) -> None:
+def add_tokenizer(writer, hf_dir, config: dict | None = None, arch: str | None = None) -> None:
     """Writes the tokenizer keys of `hf_dir` into a gguf.GGUFWriter.
 
-    `config` (the model's config.json, optional) supplies bos/eos ids the
-    tokenizer files leave out.
+    `config` (the model's config.json, optional) supplies the bos/eos/padding
+    ids the tokenizer files do not name, as llama.cpp's converter takes them;
+    `arch` the family's own rules (Gemma: no dummy space prefix).
     """
-    kv = tokenizer_kv(hf_dir)
-    keys = {k for k, _, _ in kv}
-    for name, key in (("bos_token_id", "tokenizer.ggml.bos_token_id"), ("eos_token_id", "tokenizer.ggml.eos_token_id")):
-        v = (config or {}).get(name)
-        if key not in keys and isinstance(v, int) and v >= 0:
-            kv.append((key, v, T.UINT32))
+    kv = _with_config_ids(tokenizer_kv(hf_dir), hf_dir, config or {})
+    if arch == "gemma3":
+        # Gemma's SentencePiece models add no dummy prefix; llama.cpp writes
+        # False for gemma3 whatever the model file says, and so do we
+        kv = [(k, False if k == "tokenizer.ggml.add_space_prefix" else v, t) for k, v, t in kv]
     for key, value, vtype in kv:
         if vtype == T.ARRAY:
             writer.add_array(key, value)
         else:
             writer.add_key_value(key, value, vtype)
+
+
+def _with_config_ids(kv, hf_dir, config):
+    """The special ids in llama.cpp's order of authority: tokens named in
+    tokenizer_config.json / special_tokens_map.json, then config.json's
+    bos/eos/pad_token_id; a SentencePiece model's own ids only where neither
+    names one (llama.cpp then falls back to the same 1/2/0 defaults)."""
+    names = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "pad": "padding_token_id"}
+    d = {k: (v, t) for k, v, t in kv}
+    tokens = d["tokenizer.ggml.tokens"][0]
+    n = len(tokens)
+    ids = {k: d[f"tokenizer.ggml.{names[k]}"][0] for k in names if f"tokenizer.ggml.{names[k]}" in d}
+    named = _special_ids(hf_dir, {t: i for i, t in enumerate(tokens)})
+    spm = d["tokenizer.ggml.model"][0] == "llama"
+    for k in ("bos", "eos", "pad"):
+        v = config.get(f"{k}_token_id")
+        if k in named or not isinstance(v, int) or not 0 <= v < n:
+            continue
+        if spm or k not in ids:
+            ids[k] = v
+    ids.update(named)
+    out = [(k, v, t) for k, v, t in kv if not k.endswith("_token_id")]
+    return out + _id_kv({k: ids[k] for k in names if k in ids})
 
 
 def write_vocab_gguf(hf_dir, path, arch: str = "llama") -> pathlib.Path:
