@@ -21,8 +21,9 @@ to the same types by us. Then:
     all but a small share of blocks (float32 ties its compiler breaks with a
     fused multiply-add);
   * both files open in edgerun, and their logits agree with llama.cpp's on
-    the same file, and on our file with the numpy reference that dequantizes
-    the very same blocks (edgerun.convert.reference, act_q8).
+    the same file (as closely as on the model's Q8_0 file: see LLAMA_VS_Q8),
+    and on our file with the numpy reference that dequantizes the very same
+    blocks (edgerun.convert.reference, act_q8).
 Everything that needs llama.cpp skips cleanly without llama-cpp-python.
 """
 import ctypes
@@ -57,15 +58,24 @@ SHAPES = {
 # digits for every type; the slack covers the odd block whose float32 tie
 # llama.cpp's fused multiply-adds break the other way).
 ERR_RATIO = 1.01
-# edgerun vs llama.cpp on the same file: both round activations to 8 bits per
-# block before the integer dots (llama.cpp's Q4_1/Q5_1 dots take Q8_1, whose
-# block sums are rounded to fp16; ours take the sums of the int8 quants), and
-# sum in different orders; on these random-init models that moves logits by
-# a few 1e-3 of their range (measured below 1e-2 in every type).
-TOL_LLAMA = 3e-2
-# edgerun vs the numpy reference on the same blocks (see test_quant_types.py
-# for why a flipped activation rounding is allowed somewhere in the sequence).
-TOL_REF = 5e-2
+# edgerun vs llama.cpp on the same file. On these random-init models
+# llama.cpp's logits are 2-4e-2 (of their range) from the numpy reference
+# that rounds activations to Q8_0/Q8_K as both engines do, in every
+# quantized type alike, Q8_0 included (where edgerun is 1e-7 from it, and
+# on the F32 file llama.cpp is 1e-3 from it: its F16 KV cache). So a type is
+# judged against Q8_0, which both engines have long computed alike: its
+# files may be at most LLAMA_VS_Q8 times as far from llama.cpp's logits as
+# the model's Q8_0 file is (measured 0.8-1.6x; a wrong scale or layout is
+# off by the logits' whole range).
+LLAMA_VS_Q8 = 2.0
+# edgerun vs the numpy reference on the same blocks, as in test_quant_types.py:
+# float32 vs float64 noise (measured 1e-7) now and then moves one activation
+# across a Q8 rounding boundary, which through these layers moves the logits
+# by ~1e-2 (measured: 1 of 8 one-token prompts, in q4_1 and q5_0 on "deep"),
+# and every later position with it. So most one-token prompts within
+# TOL_REF_EXACT (a wrong layout, scale or min is off everywhere, by ~1), and
+# every position of the longer prompt within TOL_REF.
+TOL_REF_EXACT, REF_EXACT_SHARE, TOL_REF = 1e-4, 0.6, 5e-2
 
 
 def _llama_cpp():
@@ -263,24 +273,51 @@ def _llama_logits(path, ids, tmp_path):
     return np.load(out).astype(np.float64)
 
 
+_IDS = [int(v) for v in np.random.RandomState(4).randint(1, 384, 16)]
+
+
+@pytest.fixture(scope="module")
+def q8_distance(models, tmp_path_factory):
+    """{shape: edgerun's distance from llama.cpp on the model's Q8_0 file}."""
+    cache = {}
+
+    def get(shape):
+        if shape not in cache:
+            import edgerun
+            from edgerun.convert import convert
+            d, f32, _ = models[shape]
+            path = f32.parent / "ours-q8_0.gguf"
+            convert(d, path, "q8_0", quiet=True)
+            want = _llama_logits(path, _IDS, tmp_path_factory.mktemp("q8"))
+            with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
+                cache[shape] = rel_err(m.logits(_IDS), want)
+        return cache[shape]
+    return get
+
+
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("t", MIXES)
-def test_logits_agree_with_llama_cpp(files, models, shape, t, tmp_path):
+def test_logits_agree_with_llama_cpp(files, models, q8_distance, shape, t, tmp_path):
     import edgerun
     from edgerun.convert import reference
-    _, _, n_vocab = models[shape]
     ours, theirs = files(shape, t)
-    ids = [int(v) for v in np.random.RandomState(4).randint(1, n_vocab, 16)]
+    base = q8_distance(shape)
+    ids = _IDS
     for path in (ours, theirs):
         want = _llama_logits(path, ids, tmp_path)
         with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
             got, isa = m.logits(ids), m.isa
         err = rel_err(got, want)
-        print(f"{t} {shape} {path.name} {isa}: {err:.2e} from llama.cpp")
-        assert err <= TOL_LLAMA, f"{t} {shape} {path.name} ({isa}) vs llama.cpp: {err:.2e}"
-    ref = reference.forward(reference.GGUFModel(ours), ids, act_q8=True)
+        print(f"{t} {shape} {path.name} {isa}: {err:.2e} from llama.cpp ({err / base:.2f}x Q8_0's {base:.2e})")
+        assert err <= LLAMA_VS_Q8 * base, f"{t} {shape} {path.name} ({isa}) vs llama.cpp: {err:.2e}, Q8_0 {base:.2e}"
+    rm = reference.GGUFModel(ours)
+    ref = reference.forward(rm, ids, act_q8=True)
     with edgerun.Model(ours, n_ctx=32, isa="generic") as m:
         got = m.logits(ids)
+        singles = np.array([rel_err(m.logits([i])[0], reference.forward(rm, [i], act_q8=True)[0]) for i in ids[:10]])
+    share = float((singles <= TOL_REF_EXACT).mean())
+    assert share >= REF_EXACT_SHARE, f"{t} {shape}: {share:.0%} of one-token prompts match the reference: {singles}"
+    assert singles.max() <= TOL_REF
     err = rel_err(got, ref)
     assert err <= TOL_REF, f"{t} {shape} generic vs the numpy reference: {err:.2e}"
 

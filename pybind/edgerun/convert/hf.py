@@ -296,6 +296,9 @@ def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=Non
     # Plan every tensor first: the header (with each tensor's type and size) is
     # written before any data, which lets the data stream out one tensor at a time.
     plan, notes = [], []
+    # llama.cpp quantizes token_embd as the output projection whenever the
+    # file has no output.weight: tied, or an untied config without lm_head
+    embd_is_output = hp.tied or "lm_head.weight" not in where
     for hf_name in sorted(where, key=_order_key):
         g = gguf_name(hf_name)
         if g is None:
@@ -309,7 +312,7 @@ def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=Non
             raise ConvertError(f"{hf_dir}: {hf_name} is a bias the {hp.arch} runtime does not apply "
                                "(attention_bias/mlp_bias models are not supported)")
         shape = where[hf_name].shape(hf_name)
-        ttype, note = tensor_type(shape, out_type, g, hp.n_layer, hp.tied, hp.n_head // hp.n_head_kv)
+        ttype, note = tensor_type(shape, out_type, g, hp.n_layer, embd_is_output, hp.n_head // hp.n_head_kv)
         if note:
             notes.append(f"{g}: {note}")
         plan.append((hf_name, g, shape, ttype))
