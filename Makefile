@@ -18,7 +18,7 @@
 #   make soak        10,000 generate requests: RSS growth (Python, C) and leaks (C under LeakSanitizer)
 #   make bench-latency  per-token latency percentiles and first-request latency (scripts/bench_latency.py)
 #   make test-tsan-swap  the live model swap stress test under ThreadSanitizer (clang)
-#   make bench       edgerun vs llama.cpp: 15M/110M x F32/Q8_0/Q4_0/Q4_K (+110M Q4_K_M/Q5_K_M/Q6_K) x 1,2 threads
+#   make bench       edgerun vs llama.cpp: 15M/110M x F32/Q8_0/Q4_0/Q4_K (+110M: llama.cpp's Q4_1 ... Q6_K files) x 1,2 threads
 #                    (then bench-qemu-isa)
 #   make bench-qemu-isa  Arm kernel tables' speed-up over generic under qemu -> docs/PERFORMANCE.md
 #   make bench-board BOARD=rpi5         the board's cross build under qemu: latency, gates (JSON + PNG)
@@ -249,16 +249,19 @@ $(BENCH_DIR)/llama15m-%.gguf: scripts/make_bench_model.py
 	$(PY) scripts/make_bench_model.py $@ --type $*
 
 # The matrix (bench.matrix): 15M and 110M shapes x F32/Q8_0/Q4_0/Q4_K (and on
-# 110M the Q4_K_M/Q5_K_M/Q6_K mixes, made by llama.cpp's quantizer) x 1 and
-# 2 threads, both engines, read bandwidth in the same run; writes
-# docs/PERFORMANCE.md, docs/performance.png and $(BENCH_DIR)/matrix.json.
-# ~5-10 min on 2 cores (the first run also makes the models, ~2 min);
-# BENCH_QUICK=1 runs the 15M shape only. Then the embedded model, as before.
+# 110M the files llama.cpp's quantizer makes: Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS
+# Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K) x 1 and 2 threads, both engines,
+# read bandwidth in the same run; writes docs/PERFORMANCE.md,
+# docs/performance.png and $(BENCH_DIR)/matrix.json.
+# ~15-25 min on 2 cores (the first run also makes the models);
+# BENCH_QUICK=1 runs the 15M shape only; BENCH_TYPES=q4_1,iq4_xs only those
+# types. Then the embedded model, as before.
 BENCH_QUICK ?= 0
+BENCH_TYPES ?=
 bench: build
 	EDGERUN_SETUP_BENCH=1 bash scripts/setup.sh
 	$(EDGERUN) bench --matrix $(if $(filter 1,$(BENCH_QUICK)),--quick) --threads $(BENCH_THREADS) \
-	  --bench-dir $(BENCH_DIR) --doc docs/PERFORMANCE.md
+	  $(if $(BENCH_TYPES),--types $(BENCH_TYPES)) --bench-dir $(BENCH_DIR) --doc docs/PERFORMANCE.md
 	@echo; $(EDGERUN) bench models/edgerun-add.gguf --threads $(BENCH_THREADS) --out $(BENCH_DIR)/edgerun-add.json
 	@echo; $(EDGERUN) bench-tokenizer --mb 10
 	@echo; $(MAKE) --no-print-directory bench-qemu-isa

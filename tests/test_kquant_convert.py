@@ -72,7 +72,9 @@ def test_mix_follows_llama_cpp(converted, ftype):
 
 def test_rows_not_multiple_of_256_fall_back():
     from edgerun.convert.hf import tensor_type
-    assert tensor_type((64, 288), "q4_k_m", "blk.0.attn_q.weight", 8)[0] == "q8_0"
+    # llama.cpp's fallbacks: Q4_K -> Q5_0, Q6_K -> Q8_0 (Q5_K -> Q5_1: test_convert_quant_types.py)
+    assert tensor_type((64, 288), "q4_k_m", "blk.0.attn_q.weight", 8)[0] == "q5_0"
+    assert tensor_type((64, 288), "q6_k", "blk.0.attn_q.weight", 8)[0] == "q8_0"
     assert tensor_type((64, 48), "q6_k", "blk.0.attn_q.weight", 8)[0] == "f16"
     assert tensor_type((64, 512), "q4_k_m", "blk.7.ffn_down.weight", 8)[0] == "q6_k"
     assert tensor_type((64, 512), "q4_k_m", "token_embd.weight", 8, tied=True)[0] == "q6_k"

@@ -340,12 +340,16 @@ def _table_notes(report, ok):
 # --------------------------------------------------------------------------- matrix
 SHAPES = ("15m", "110m")
 MATRIX_TYPES = ("f32", "q8_0", "q4_0", "q4_k")
-# The K-quant mixes most downloaded files use, made from the F32 file by
-# llama.cpp's own quantizer (what model hubs publish): Q6_K output and
-# half the attn_v/ffn_down, the rest Q4_K or Q5_K. Only where rows hold
-# 256-element super-blocks (the 110M shape; the 15M one's 288-wide rows
-# would fall back to legacy types). {name: llama.cpp's LLAMA_FTYPE_MOSTLY_*}.
-MIX_TYPES = {"q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}
+# The file types published models ship in, made from the F32 file by
+# llama.cpp's own quantizer (what model hubs publish): its per-tensor mixes
+# (Q6_K output; more bits on attn_v/ffn_down/attn_output by layer), the
+# 32-element types (Q4_1, Q5_0, Q5_1, IQ4_NL), the 3- and 2-bit K-quants.
+# Only where rows hold 256-element super-blocks (the 110M shape; the 15M
+# one's 288-wide rows would fall back to legacy types).
+# {name: llama.cpp's LLAMA_FTYPE_MOSTLY_*}; the newer types first so the
+# long-standing q4_k_m/q5_k_m/q6_k rows keep their place at the end.
+MIX_TYPES = {"q4_1": 3, "q5_0": 8, "q5_1": 9, "iq4_nl": 25, "iq4_xs": 30, "q2_k": 10, "q3_k_s": 11, "q3_k_m": 12,
+             "q3_k_l": 13, "q4_k_s": 14, "q5_k_s": 16, "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}
 MIX_SHAPES = ("110m",)
 MATRIX_CTX = 256          # both engines: prompt 64 + 128 decode steps fit, KV caches stay small
 
@@ -682,9 +686,10 @@ def format_markdown(rep, plot_name=None):
         f"* peer: llama.cpp through llama-cpp-python ({rep['llama_cpp']}), same GGUF files, same thread counts",
         f"* models: seeded random weights, shapes of the stories Llamas (15M: dim 288, 6 layers; 110M: dim 768,"
         f" 12 layers; vocab 32000, tied embeddings). 15M Q4_K: 288-wide rows cannot hold K-quant super-blocks,"
-        f" so only ffn_down is Q4_K there and the rest Q4_0 (scripts/make_bench_model.py). 110M q4_k_m, q5_k_m,"
-        f" q6_k: the F32 file quantized by llama.cpp's own quantizer (llama_model_quantize), as the files"
-        f" people download are made: Q6_K output and half of attn_v/ffn_down, the rest Q4_K/Q5_K",
+        f" so only ffn_down is Q4_K there and the rest Q4_0 (scripts/make_bench_model.py). 110M"
+        f" {', '.join(MIX_TYPES)}: the F32 file quantized by llama.cpp's own quantizer (llama_model_quantize),"
+        f" as the files people download are made: its per-tensor mix (Q6_K output, more bits on attn_v/ffn_down"
+        f" in the _M/_L mixes)",
         "",
         "`% BW` = decode tokens/s x weight bytes per token / read bandwidth at the same thread count: how",
         "close decode gets to the memory-bound limit. A 15M file smaller than the last-level cache can",
@@ -793,7 +798,7 @@ def plot(rep, png_path):
     threads = sorted({r["threads"] for r in rows})
     types_of = {shape: [wt for wt in _types_for(shape, MATRIX_TYPES + tuple(MIX_TYPES))
                         if any(r.get("shape") == shape and r.get("type") == wt for r in rows)] for shape in shapes}
-    # panel widths follow their bar counts, so the 110M panel's seven types are as legible as the 15M's four
+    # panel widths follow their bar counts, so the 110M panel's many types are as legible as the 15M's four
     bars = [max(1, len(types_of[s]) * len(threads)) for s in shapes]
     fig, axes = plt.subplots(1, len(shapes), figsize=(0.5 * sum(bars) + 1.5 * len(shapes), 4.2), squeeze=False,
                              gridspec_kw={"width_ratios": bars})

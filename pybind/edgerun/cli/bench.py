@@ -88,8 +88,11 @@ def register(sub):
     mx = p.add_argument_group("benchmark matrix (make bench)")
     mx.add_argument("--matrix", action="store_true",
                     help="both engines over the 15M and 110M shapes, F32/Q8_0/Q4_0/Q4_K, and on 110M the "
-                         "Q4_K_M/Q5_K_M/Q6_K mixes llama.cpp's quantizer makes, --threads (default 1,2), "
+                         "files llama.cpp's quantizer makes (Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS Q2_K Q3_K_S/M/L "
+                         "Q4_K_S/M Q5_K_S/M Q6_K), --threads (default 1,2), "
                          "with the machine's read bandwidth; writes --doc and a PNG beside it")
+    mx.add_argument("--types", metavar="T,T", default=None,
+                    help="--matrix over these weight types only (e.g. q4_1,iq4_xs; default: all of them)")
     mx.add_argument("--quick", action="store_true", help="--matrix on the 15M shape only")
     mx.add_argument("--bench-dir", default="build/bench", metavar="DIR",
                     help="benchmark models and matrix.json (default build/bench)")
@@ -167,7 +170,14 @@ def _matrix(args, threads):
         raise ValueError("--matrix makes its own benchmark models; do not pass MODEL")
     if args.threads == "1":   # the option's default: the matrix compares 1 and 2 threads
         threads = [1, 2]
-    rep = bench.matrix(args.bench_dir, shapes=("15m",) if args.quick else bench.SHAPES, threads=threads,
+    everything = bench.MATRIX_TYPES + tuple(bench.MIX_TYPES)
+    types = everything
+    if args.types:
+        types = tuple(t.strip().lower() for t in args.types.split(",") if t.strip())
+        unknown = [t for t in types if t not in everything]
+        if unknown:
+            raise ValueError(f"--types: unknown type(s) {', '.join(unknown)}; the matrix has {', '.join(everything)}")
+    rep = bench.matrix(args.bench_dir, shapes=("15m",) if args.quick else bench.SHAPES, types=types, threads=threads,
                        repeat=args.repeat or 3, prompt_tokens=args.prompt_tokens or 64,
                        gen_tokens=args.gen_tokens or 128, peer=not args.no_peer)
     doc, png = bench.write_matrix(rep, args.bench_dir, args.out, None if args.doc == "none" else args.doc)

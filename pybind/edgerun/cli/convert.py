@@ -7,21 +7,35 @@ examples:
   edgerun convert ./TinyLlama-1.1B tinyllama-q8_0.gguf --type q8_0
   edgerun convert ./Qwen2.5-0.5B qwen-q4_0.gguf --type q4_0
   edgerun convert ./TinyLlama-1.1B tinyllama-q4_k_m.gguf --type q4_k_m
+  edgerun convert ./SmolLM2-135M smollm2-q3_k_m.gguf --type q3_k_m
 
 HF_DIR holds config.json, *.safetensors and tokenizer.json or tokenizer.model
 (LlamaForCausalLM with or without Llama 3.x/linear RoPE scaling, MistralForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM,
 SmolLM3ForCausalLM, Lfm2ForCausalLM), written as llama.cpp's converter writes
 them; settings the runtime would not compute are refused. Norms and biases stay
-F32; 2-D weights take --type (a q-type tensor whose rows are not a multiple of
-32 is stored as F16, with a note). torch is not needed.
+F32; f32/f16/bf16/q8_0/q4_0 store every 2-D weight in that type. torch is not
+needed.
 
-K-quant mixes pick a type per tensor the way llama.cpp does without an
-importance matrix: q4_k_m and q5_k_m store most weights as Q4_K / Q5_K, and
-attn_v and ffn_down as Q6_K in the first and last eighth of the layers and in
-every third layer between; q6_k stores everything as Q6_K; the output
-projection is Q6_K in all three. Rows that are not a multiple of 256 cannot
-hold K-quant super-blocks and are stored as Q8_0, with a note.
+The other types pick a type per tensor the way llama.cpp's quantizer does
+without an importance matrix, so the file holds the tensor types
+llama-quantize writes from the same model:
+  q4_1 q5_0 q5_1 iq4_nl   32-element blocks; the output projection Q6_K
+  iq4_xs                  IQ4_XS; attn_v Q5_K with 4+ query heads per KV head,
+                          ffn_down Q5_K in the first eighth of the layers
+  q2_k                    Q2_K; attn_v Q3_K (Q4_K with GQA 4+), ffn_down and
+                          attn_output Q3_K
+  q3_k_s q3_k_m q3_k_l    Q3_K; _m and _l give attn_v, ffn_down, attn_output
+                          more bits (Q4_K/Q5_K)
+  q4_k_s q4_k_m           Q4_K; _s: Q5_K for the first 4 attn_v and first
+                          eighth of ffn_down, _m: Q6_K for attn_v and ffn_down
+                          in the first and last eighth and every third layer
+  q5_k_s q5_k_m q6_k      Q5_K (_m as q4_k_m) or Q6_K everywhere
+The output projection (the embedding when it doubles as output) is Q6_K in
+all of them. Rows that are not a multiple of 256 cannot hold K-quant or IQ4_XS
+super-blocks and take llama.cpp's 32-element fallback (Q4_K -> Q5_0, Q5_K ->
+Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, IQ4_XS -> IQ4_NL), with a note; rows
+not a multiple of 32 are stored as F16.
 """
 
 

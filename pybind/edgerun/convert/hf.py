@@ -3,8 +3,8 @@
 The runtime must treat our files and llama.cpp's files alike, so this module
 follows the same conventions: the same tensor names, Q/K rows of `llama`
 models permuted from Hugging Face's half-split RoPE layout to interleaved
-pairs, 1-D tensors kept in F32, and llama.cpp's reference Q8_0/Q4_0 rounding
-(taken from the `gguf` package, which implements it bit-exactly).
+pairs, 1-D tensors kept in F32, llama.cpp's per-tensor type mix (mix.py) and
+its quantizers' rounding (quantize.py).
 
 Weights are read straight from the safetensors files with numpy memory maps
 (no torch), one tensor at a time, and written as soon as they are converted,
@@ -21,7 +21,9 @@ import numpy as np
 from .. import console, errors
 from .families import FAMILIES, LLAMA_LAYER_NAMES, TOP_NAMES, permute_qk
 
-TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k")
+from .mix import FTYPES
+
+TYPES = tuple(FTYPES)
 
 # Architectures we convert: HF class name -> GGUF arch. What each one writes
 # is in families.py.
@@ -168,73 +170,31 @@ class HParams:
 
 def _qtype(name):
     from gguf import GGMLQuantizationType as Q
-    return {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0, "q4_0": Q.Q4_0,
-            "q4_k": Q.Q4_K, "q5_k": Q.Q5_K, "q6_k": Q.Q6_K}[name]
+    return Q[name.upper()]
 
 
 def _file_type(name):
     from gguf import LlamaFileType as F
-    return {"f32": F.ALL_F32, "f16": F.MOSTLY_F16, "bf16": F.MOSTLY_BF16,
-            "q8_0": F.MOSTLY_Q8_0, "q4_0": F.MOSTLY_Q4_0,
-            "q4_k_m": F.MOSTLY_Q4_K_M, "q5_k_m": F.MOSTLY_Q5_K_M, "q6_k": F.MOSTLY_Q6_K}[name]
+    return F[FTYPES[name][1]]
 
 
-# K-quant file types: the type most 2-D tensors get.
-_K_BASE = {"q4_k_m": "q4_k", "q5_k_m": "q5_k", "q6_k": "q6_k"}
-
-
-def _use_more_bits(i_layer, n_layer):
-    """llama.cpp's rule for the _M mixes: the first and last eighth of the layers,
-    and every third layer in between, get more bits."""
-    return i_layer < n_layer // 8 or i_layer >= 7 * n_layer // 8 or (i_layer - n_layer // 8) % 3 == 2
-
-
-def _k_mix_type(gguf_name, out_type, n_layer, tied):
-    """Tensor type of a 2-D tensor in a K-quant file, following llama.cpp's
-    choices for Q4_K_M / Q5_K_M / Q6_K (without an importance matrix): the output
-    projection (token_embd when it doubles as the output) is Q6_K; in the _M
-    mixes attn_v and ffn_down are Q6_K in the layers _use_more_bits picks."""
-    base = _K_BASE[out_type]
-    if gguf_name == "output.weight" or (tied and gguf_name == "token_embd.weight"):
-        return "q6_k"
-    if out_type in ("q4_k_m", "q5_k_m") and gguf_name.startswith("blk."):
-        layer, kind = int(gguf_name.split(".")[1]), gguf_name.split(".")[2]
-        if kind in ("attn_v", "ffn_down") and _use_more_bits(layer, n_layer):
-            return "q6_k"
-    return base
-
-
-def tensor_type(shape, out_type, gguf_name=None, n_layer=1, tied=False):
+def tensor_type(shape, out_type, gguf_name=None, n_layer=1, tied=False, n_gqa=1):
     """(GGML type name, note or None) a tensor of `shape` is stored as for the
-    requested file type. 1-D tensors (norms, biases) stay F32 as in llama.cpp:
-    they are tiny and the runtime adds/multiplies them in float. K-quant types
-    pick per tensor (_k_mix_type); rows that are not a multiple of 256 cannot
-    hold K-quant super-blocks and fall back to Q8_0 (llama.cpp falls back to
-    Q5_0/Q5_1, which this runtime does not compute with)."""
-    if len(shape) < 2 or out_type == "f32":
-        return "f32", None
-    t = _k_mix_type(gguf_name or "", out_type, n_layer, tied) if out_type in _K_BASE else out_type
-    if t in ("q4_k", "q5_k", "q6_k") and shape[-1] % 256:
-        if shape[-1] % 32 == 0:
-            return "q8_0", f"row length {shape[-1]} is not a multiple of 256, stored as Q8_0"
-        return "f16", f"row length {shape[-1]} is not a multiple of 32, stored as F16"
-    if t in ("q8_0", "q4_0") and shape[-1] % 32:
-        return "f16", f"row length {shape[-1]} is not a multiple of 32, stored as F16"
-    return t, None
+    requested file type: llama.cpp's choice, by name, layer and shape, with its
+    fallback for rows that do not split into the type's blocks (mix.py)."""
+    from . import mix
+    return mix.tensor_type(shape, out_type, gguf_name or "", n_layer, tied, n_gqa)
 
 
 def _encode(arr, ttype):
     """(bytes-array to write, GGML type) for a float32 array."""
-    from gguf import quants
+    from . import quantize
     q = _qtype(ttype)
     if ttype == "f32":
         return np.ascontiguousarray(arr, dtype=np.float32), q
     if ttype == "f16":
         return np.ascontiguousarray(arr, dtype=np.float16), q
-    if ttype in ("q4_k", "q5_k", "q6_k"):   # the gguf package cannot quantize K-quants
-        from . import kquants
-        return kquants.quantize(arr, ttype.upper()), q
-    return quants.quantize(np.ascontiguousarray(arr, dtype=np.float32), q), q
+    return quantize.quantize(arr, ttype.upper()), q
 
 
 def _nbytes(shape, ttype):
@@ -279,6 +239,9 @@ def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=Non
     # written before any data, which lets the data stream out one tensor at a time.
     fam = hp.family
     plan, notes = [], []
+    # llama.cpp quantizes token_embd as the output projection whenever the
+    # file has no output.weight: tied, or an untied config without lm_head
+    embd_is_output = hp.tied or "lm_head.weight" not in where
     for name, arr in fam.extra_tensors():
         plan.append((None, name, arr.shape, "f32"))
     for hf_name in sorted(where, key=lambda n: _order_key(n, fam)):
@@ -300,7 +263,7 @@ def convert(hf_dir, out_path, out_type="f32", *, name=None, quiet=False, log=Non
             raise ConvertError(f"{hf_dir}: {hf_name} is a bias the {hp.arch} runtime does not apply "
                                "(attention_bias/mlp_bias models are not supported)")
         shape = fam.out_shape(g, where[hf_name].shape(hf_name))
-        ttype, note = tensor_type(shape, out_type, g, hp.n_layer, hp.tied)
+        ttype, note = tensor_type(shape, out_type, g, hp.n_layer, embd_is_output, hp.n_head // hp.n_head_kv)
         if fam.keep_f32(g):
             ttype, note = "f32", None
         if note:

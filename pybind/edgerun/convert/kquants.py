@@ -59,8 +59,12 @@ def _scale_min_search(x, nmax, rmin, rdelta, nstep):
     best = (w * diff * diff).sum(-1, dtype=F32)
     best_min = mn.copy()
     for step in range(nstep + 1):
+        # llama.cpp lays each candidate out from the best min found so far
+        # (its `min` is overwritten when a candidate wins): so do we, or the
+        # codes differ from its files in most blocks, with a larger error.
+        rng = np.where(flat, F32(1), mx - best_min).astype(F32)
         isc = ((F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / rng).astype(F32)
-        La = np.clip(_rint(isc[:, None] * (x - mn[:, None])), 0, nmax).astype(F32)
+        La = np.clip(_rint(isc[:, None] * (x - best_min[:, None])), 0, nmax).astype(F32)
         sl = (w * La).sum(-1, dtype=F32)
         sl2 = (w * La * La).sum(-1, dtype=F32)
         sxl = (w * La * x).sum(-1, dtype=F32)

@@ -17,11 +17,21 @@ import numpy as np
 # GGML type ids (llama.cpp numbering) -> (elements per block, bytes per block).
 F32, F16, Q4_0, Q8_0, BF16 = 0, 1, 2, 8, 30
 Q4_K, Q5_K, Q6_K = 12, 13, 14
+Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS = 3, 6, 7, 10, 11, 20, 23
 BLOCKS = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q8_0: (32, 34), Q4_0: (32, 18),
-          Q4_K: (256, 144), Q5_K: (256, 176), Q6_K: (256, 210)}
+          Q4_K: (256, 144), Q5_K: (256, 176), Q6_K: (256, 210),
+          Q4_1: (32, 20), Q5_0: (32, 22), Q5_1: (32, 24), IQ4_NL: (32, 18),
+          Q2_K: (256, 84), Q3_K: (256, 110), IQ4_XS: (256, 136)}
 TYPE_NAMES = {F32: "F32", F16: "F16", BF16: "BF16", Q8_0: "Q8_0", Q4_0: "Q4_0",
-              Q4_K: "Q4_K", Q5_K: "Q5_K", Q6_K: "Q6_K"}
+              Q4_K: "Q4_K", Q5_K: "Q5_K", Q6_K: "Q6_K",
+              Q4_1: "Q4_1", Q5_0: "Q5_0", Q5_1: "Q5_1", IQ4_NL: "IQ4_NL",
+              Q2_K: "Q2_K", Q3_K: "Q3_K", IQ4_XS: "IQ4_XS"}
 K_QUANTS = (Q4_K, Q5_K, Q6_K)
+# What the runtime (and llama.cpp) rounds a matmul's activations to before the
+# integer dot, by weight type: Q8_0 blocks of 32 for the 32-element types,
+# Q8_K blocks of 256 for the super-block types (kernels.h, ER_ACT_KINDS).
+ACT_Q8_0 = (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)
+ACT_Q8_K = K_QUANTS + (Q2_K, Q3_K, IQ4_XS)
 
 
 # ---------------------------------------------------------------- dequantizers
@@ -73,8 +83,20 @@ def _dequant_k(ggml_type):
     return f
 
 
+def _dequant_gguf(ggml_type):
+    """The types of issue 25, dequantized by the gguf package (an independent
+    implementation of llama.cpp's layouts, bit-exact with it)."""
+    def f(raw, n):
+        from gguf import GGMLQuantizationType, quants
+        be, bb = BLOCKS[ggml_type]
+        blocks = np.frombuffer(raw, dtype=np.uint8, count=n // be * bb).reshape(-1, bb)
+        return quants.dequantize(blocks, GGMLQuantizationType(ggml_type)).astype(np.float32).reshape(n)
+    return f
+
+
 DEQUANT = {F32: dequant_f32, F16: dequant_f16, BF16: dequant_bf16, Q8_0: dequant_q8_0, Q4_0: dequant_q4_0,
-           Q4_K: _dequant_k(Q4_K), Q5_K: _dequant_k(Q5_K), Q6_K: _dequant_k(Q6_K)}
+           Q4_K: _dequant_k(Q4_K), Q5_K: _dequant_k(Q5_K), Q6_K: _dequant_k(Q6_K),
+           **{t: _dequant_gguf(t) for t in (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, IQ4_XS)}}
 
 
 def nbytes(ggml_type, n_elements):
@@ -213,17 +235,18 @@ def silu(x):
 def forward(model, ids, act_q8=False):
     """Logits (len(ids), n_vocab) as float64 for the token sequence from position 0.
 
-    act_q8=True also rounds the activations entering every Q8_0/Q4_0 matmul to
-    Q8_0 blocks, and those entering every K-quant matmul to Q8_K blocks, as
+    act_q8=True also rounds the activations entering every matmul of a
+    32-element type to Q8_0 blocks, and those entering every super-block type's
+    matmul to Q8_K blocks (ACT_Q8_0, ACT_Q8_K), as
     llama.cpp-style integer dot products (and the runtime) do;
     the remaining difference to such a runtime is float summation order only.
     """
     m = model if isinstance(model, GGUFModel) else GGUFModel(model)
 
     def mm(x, name):
-        if act_q8 and m.tensor_types[name] in (Q8_0, Q4_0):
+        if act_q8 and m.tensor_types[name] in ACT_Q8_0:
             x = quantize_act_q8_0(x)
-        elif act_q8 and m.tensor_types[name] in K_QUANTS:
+        elif act_q8 and m.tensor_types[name] in ACT_Q8_K:
             x = quantize_act_q8_k(x)
         return x @ m.weight(name).T
 
