@@ -1,0 +1,618 @@
+"""Chat on a model: the conversation rendered with the model's own chat
+template, replies streamed until the vocabulary's end-of-turn token, and one
+runtime session kept across turns so each turn prefills only what is new.
+
+    with edgerun.Model("qwen.gguf") as m, m.chat_session(system="Be brief.") as chat:
+        for piece in chat.send("What is GGUF?", stream=True):
+            print(piece, end="", flush=True)
+        chat.send("And GGML?")              # prefills the new turn only
+        chat.save("talk.snap")              # talk.snap + talk.snap.chat.json
+
+Each turn renders the WHOLE conversation (templates are free to render an
+earlier turn differently once a later one exists: Qwen3 drops the reasoning of
+past replies) and tokenizes it; the runtime session already holds the tokens of
+the previous render plus the reply. The longest common prefix of the two stays
+in the KV cache (er_session_truncate cuts the cache back to it when the new
+render differs before its end); only the rest is prefilled. A reply goes into
+the conversation as text and comes back through the template next turn, so
+what the cache holds is always what the template would have produced.
+"""
+import copy
+import hashlib
+import json
+import os
+import pathlib
+import time
+
+from .. import errors
+from .._ffi import check, ffi, lib
+from . import gguf_meta
+from .template import compile_template, render
+
+TEMPLATE_KEY = "tokenizer.chat_template"
+SIDECAR_SUFFIX = ".chat.json"      # the conversation beside a session snapshot
+_FORMAT, _VERSION = "edgerun-chat", 1
+DEFAULT_MAX_TOKENS = 512
+_ER_EUNSUPPORTED, _ER_ECONTEXT = -4, -7
+
+
+# ---------------------------------------------------------------- the model's facts
+
+def model_template(model, chat_template=None):
+    """`chat_template` (Jinja text) when given, else the one the model file
+    carries; ChatTemplateError saying how to pass one when it has none."""
+    if chat_template is not None:
+        if not isinstance(chat_template, str) or not chat_template.strip():
+            raise errors.InvalidArgumentError(
+                "chat_template must be the template's Jinja text (a non-empty str); to use a file, "
+                "pass pathlib.Path(FILE).read_text()", -1)
+        return chat_template
+    text = gguf_meta.read_string(model.path, TEMPLATE_KEY)
+    if not text:
+        raise errors.ChatTemplateError(
+            f"{model.path.name} carries no chat template (no `{TEMPLATE_KEY}` in the file); pass one: "
+            "chat_template=TEXT in Python, or `edgerun chat MODEL --chat-template FILE` on the command line "
+            "(the model's template is the \"chat_template\" of its tokenizer_config.json, or chat_template.jinja)")
+    return text
+
+
+def special_tokens(model):
+    """bos_token / eos_token as the template sees them: the tokens' text."""
+    tok = _tokenizer(model)
+    out = {}
+    if tok.bos is not None:
+        out["bos_token"] = tok.piece(tok.bos)
+    if tok.eos is not None:
+        out["eos_token"] = tok.piece(tok.eos)
+    return out
+
+
+def end_of_turn_ids(model):
+    """The ids a reply stops at: every id the vocabulary marks as ending a
+    generation (EOS, EOT, EOM and control tokens such as <|im_end|>,
+    <end_of_turn>, <|eot_id|>; er_vocab_is_eog)."""
+    tok = _tokenizer(model)
+    return frozenset(i for i in range(tok.n_vocab) if tok.is_eog(i))
+
+
+def _tokenizer(model):
+    tok = model.tokenizer
+    if tok is None:
+        raise errors.UnsupportedError(
+            f"{model.path.name} has no tokenizer, and a chat is text; use a GGUF file with tokenizer.ggml.* "
+            "metadata", -4)
+    return tok
+
+
+def _sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, repeat_last_n=0):
+    params = ffi.new("er_sampling *")
+    check(lib.er_sampling_default(params))
+    try:
+        params.temperature = float(temperature)
+        params.top_k = int(top_k)
+        params.top_p = float(top_p)
+        params.min_p = float(min_p)
+        params.repeat_penalty = float(repeat_penalty)
+        params.repeat_last_n = int(repeat_last_n)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise errors.InvalidArgumentError(f"sampling parameters must be numbers: {e}", -1) from None
+    return params
+
+
+def common_prefix(a, b):
+    """Length of the longest common prefix of two id lists."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+# ---------------------------------------------------------------- stop strings
+
+class _StopCut:
+    """Holds back text that could still grow into a stop string; says when one
+    appeared (the reply then ends before it)."""
+
+    def __init__(self, stops):
+        self.stops = [s for s in stops if s]
+        self.pending = ""
+
+    def feed(self, piece):
+        """(text safe to show now, True when a stop string was hit)."""
+        if not self.stops:
+            return piece, False
+        self.pending += piece
+        hits = [k for k in (self.pending.find(s) for s in self.stops) if k >= 0]
+        if hits:
+            out, self.pending = self.pending[:min(hits)], ""
+            return out, True
+        keep = 0
+        for s in self.stops:
+            for j in range(min(len(s) - 1, len(self.pending)), 0, -1):
+                if self.pending.endswith(s[:j]):
+                    keep = max(keep, j)
+                    break
+        out = self.pending[:len(self.pending) - keep]
+        self.pending = self.pending[len(out):]
+        return out, False
+
+
+# ---------------------------------------------------------------- the session
+
+class ChatSession:
+    """A conversation with a model on one runtime session (one of the model's
+    n_sessions slots, held until close()). Use one thread at a time.
+
+    system: a system prompt (the first message). chat_template: Jinja text
+    (default: the file's). tools: JSON schemas the template may show the
+    model. variables: further names the template reads (enable_thinking,
+    date_string, ...). messages: a conversation to start from."""
+
+    def __init__(self, model, system=None, chat_template=None, tools=None, variables=None, messages=None):
+        self._session = None
+        _tokenizer(model)
+        self.model = model
+        self.template = model_template(model, chat_template)
+        compile_template(self.template)            # a template that does not parse fails here
+        self.tools = None if tools is None else copy.deepcopy(list(tools))
+        self.variables = dict(variables or {})
+        self._messages = []
+        if system is not None:
+            if not isinstance(system, str):
+                raise errors.InvalidArgumentError(f"system must be text, got {type(system).__name__}", -1)
+            self._messages.append({"role": "system", "content": system})
+        if messages is not None:
+            self._messages += [dict(m) for m in messages]
+        self._session = model.session()            # BusyError when every slot is taken
+        self.n_ctx = self._session.n_ctx
+        self._cache = []                           # the ids the runtime session holds, in order
+        self._open = None                          # a streamed turn not yet finished
+        self.turn = {}                             # figures of the last turn
+        self.totals = {"turns": 0, "prefilled": 0, "reused": 0, "generated": 0, "prefill_s": 0.0,
+                       "decode_s": 0.0, "decoded": 0}
+
+    # ------------------------------------------------------------ lifetime
+    def close(self):
+        self._settle()
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _live(self):
+        if self._session is None:
+            raise errors.StateError("the chat session is closed; start one with Model.chat_session()", -10)
+        return self._session._live()
+
+    def __repr__(self):
+        return (f"<edgerun.chat.ChatSession of {self.model.path.name} {len(self._messages)} messages, "
+                f"{len(self._cache)}/{self.n_ctx} tokens cached>")
+
+    # ------------------------------------------------------------ the conversation
+    @property
+    def messages(self):
+        """A copy of the conversation so far (a list of message dicts)."""
+        return copy.deepcopy(self._messages)
+
+    @property
+    def cached_tokens(self):
+        """The token ids the runtime session holds (a copy)."""
+        return list(self._cache)
+
+    def render(self, add_generation_prompt=True):
+        """The conversation as the template writes it (what the model reads)."""
+        return render(self.template, self._messages, add_generation_prompt=add_generation_prompt, tools=self.tools,
+                      **{**special_tokens(self.model), **self.variables})
+
+    def prompt_ids(self, add_generation_prompt=True):
+        """The rendered conversation's token ids: control tokens written by the
+        template are matched, and nothing is added around them (the template
+        writes BOS itself where the model wants it), as transformers' tokenized
+        apply_chat_template does."""
+        text = self.render(add_generation_prompt)
+        return _tokenizer(self.model).encode(text, add_special=False, parse_special=True)
+
+    def reset(self, system=None, keep_system=True):
+        """Forgets the conversation (the system prompt stays unless keep_system
+        is False or a new `system` is given). The KV cache is left as it is: the
+        next turn keeps whatever prefix still matches (the system prompt)."""
+        self._settle()
+        old = self._messages[0] if self._messages and self._messages[0].get("role") == "system" else None
+        self._messages = []
+        if system is not None:
+            self._messages.append({"role": "system", "content": system})
+        elif keep_system and old is not None:
+            self._messages.append(old)
+
+    def send(self, content, **gen):
+        """Adds a user message and returns the model's reply (text, or text
+        pieces with stream=True). Keywords as reply()."""
+        if not isinstance(content, str):
+            raise errors.InvalidArgumentError(f"a message is text, got {type(content).__name__}", -1)
+        return self._start({"role": "user", "content": content}, **gen)
+
+    def reply(self, **gen):
+        """The model's next message for the conversation as it stands.
+
+        max_tokens (default 512), temperature, top_k, top_p, min_p,
+        repeat_penalty, repeat_last_n, seed: as Model.generate. stop: strings
+        that end the reply (not included). stream=True gives text pieces as
+        they come. The reply stops at an end-of-turn token, max_tokens, a stop
+        string, or a full context (self.turn["stopped"] says which), and is
+        appended to the conversation; a streamed reply abandoned half way
+        (close(), Ctrl-C) is appended as far as it came."""
+        return self._start(None, **gen)
+
+    def _start(self, message, max_tokens=DEFAULT_MAX_TOKENS, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
+               repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, stream=False):
+        self._live()
+        self._settle()
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
+            raise errors.InvalidArgumentError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", -1)
+        params = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n)
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        if message is not None:
+            self._messages.append(message)
+        try:
+            ids = self.prompt_ids()
+            if len(ids) >= self.n_ctx:
+                raise errors.ContextFullError(
+                    f"the conversation is {len(ids)} tokens and the context holds {self.n_ctx}, with no room for a "
+                    "reply; reset() it (/reset), or open the model with a larger n_ctx (--ctx)", -7)
+            if seed is not None:
+                self._session.seed(seed)
+        except BaseException:
+            if message is not None:
+                self._messages.pop()
+            raise
+        turn = _Turn(self, ids, max_tokens, params, stops, pushed=message is not None)
+        if stream:
+            self._open = turn
+            return turn.pieces()
+        return "".join(turn.pieces())
+
+    def _settle(self):
+        """Ends a streamed turn that was left open (never iterated, or not to
+        its end), so its effect on the conversation is decided before anything
+        else happens."""
+        t, self._open = self._open, None
+        if t is not None:
+            t.abandon()
+
+    # ------------------------------------------------------------ the cache
+    def _rewind(self, keep):
+        """Makes the runtime session hold exactly self._cache[:keep]."""
+        if keep >= len(self._cache):
+            return
+        rc = lib.er_session_truncate(self._live(), keep)
+        if rc == _ER_EUNSUPPORTED:
+            # A cache that cannot be cut (a future family's recurrent state):
+            # start over; correct, only slower.
+            check(lib.er_session_reset(self._live()))
+            keep = 0
+        else:
+            check(rc)
+        del self._cache[keep:]
+
+    def _sync(self):
+        """Brings the id mirror in line with the runtime after an interruption:
+        ids are recorded before each er_decode, so the runtime holds at most
+        what the mirror says, and its position says how much of it."""
+        if self._session is None or self._session._ptr not in self.model._sessions:
+            return
+        pos = self._session.pos
+        if pos < len(self._cache):
+            del self._cache[pos:]
+        elif pos > len(self._cache):
+            check(lib.er_session_truncate(self._live(), len(self._cache)))
+
+    # ------------------------------------------------------------ figures
+    def stats(self):
+        """Conversation and cache figures: turns, tokens cached and n_ctx,
+        tokens prefilled / reused from the cache / generated in all, prefill
+        and decode speed, and the last turn's figures."""
+        t = self.totals
+        pos = len(self._cache)
+        return {"turns": t["turns"], "messages": len(self._messages), "cache_tokens": pos, "n_ctx": self.n_ctx,
+                "cache_use": pos / self.n_ctx if self.n_ctx else 0.0, "prefilled": t["prefilled"],
+                "reused": t["reused"], "generated": t["generated"],
+                "prefill_tokens_per_s": t["prefilled"] / t["prefill_s"] if t["prefill_s"] else 0.0,
+                "decode_tokens_per_s": t["decoded"] / t["decode_s"] if t["decode_s"] else 0.0,
+                "last_turn": dict(self.turn)}
+
+    # ------------------------------------------------------------ snapshots
+    def save(self, path):
+        """Writes the runtime session to `path` (er_session_save: atomic) and
+        the conversation beside it, to `path` + ".chat.json" (atomic too; it
+        names the snapshot's SHA-256, so a pair from two different saves is
+        refused on load)."""
+        self._settle()
+        path = pathlib.Path(os.fspath(path))
+        self._sync()
+        self._session.save(path)
+        doc = {"format": _FORMAT, "version": _VERSION, "model_fingerprint": f"{self.model.fingerprint:016x}",
+               "snapshot_sha256": _sha256(path), "template": self.template, "variables": self.variables,
+               "tools": self.tools, "messages": self._messages, "tokens": self._cache, "totals": self.totals}
+        try:
+            text = json.dumps(doc, ensure_ascii=False)
+        except (TypeError, ValueError) as e:
+            raise errors.InvalidArgumentError(f"the conversation cannot be saved as JSON: {e}", -1) from None
+        _write_atomic(sidecar_path(path), text.encode("utf-8"))
+
+    def load(self, path):
+        """Replaces the conversation and the runtime session with a save()d
+        pair. Refused, with the session unchanged: MismatchError (another
+        model), CorruptModelError (a damaged file, or snapshot and conversation
+        from different saves), FileAccessError (a file missing)."""
+        self._settle()
+        path = pathlib.Path(os.fspath(path))
+        side = sidecar_path(path)
+        try:
+            raw = side.read_bytes()
+        except FileNotFoundError:
+            raise errors.FileAccessError(
+                f"{side}: no such file; a chat is saved as two files, the snapshot and its conversation "
+                f"(FILE{SIDECAR_SUFFIX}), by ChatSession.save / /save", -2) from None
+        except OSError as e:
+            raise errors.FileAccessError(f"{side}: {e.strerror or e}", -2) from None
+        doc = _parse_sidecar(raw, side, self.model.n_vocab)
+        if doc["model_fingerprint"] != f"{self.model.fingerprint:016x}":
+            raise errors.MismatchError(
+                f"{path} is a chat with another model (fingerprint {doc['model_fingerprint']}, this one "
+                f"{self.model.fingerprint:016x}); load it with the model that saved it", -11)
+        try:
+            digest = _sha256(path)
+        except FileNotFoundError:
+            raise errors.FileAccessError(f"{path}: no such file (the conversation is there, its snapshot is not)",
+                                         -2) from None
+        if digest != doc["snapshot_sha256"]:
+            raise errors.CorruptModelError(
+                f"{path} is not the snapshot {side.name} was saved with (SHA-256 differs): the pair comes from two "
+                "different saves", -3)
+        self._session.load(path)
+        if self._session.pos != len(doc["tokens"]):
+            check(lib.er_session_reset(self._live()))
+            self._cache = []
+            raise errors.CorruptModelError(
+                f"{path} holds {self._session.pos} tokens, its conversation says {len(doc['tokens'])}", -3)
+        compile_template(doc["template"])
+        self.template = doc["template"]
+        self.variables = dict(doc["variables"])
+        self.tools = doc["tools"]
+        self._messages = doc["messages"]
+        self._cache = list(doc["tokens"])
+        self.totals.update({k: doc["totals"][k] for k in self.totals if k in doc.get("totals", {})})
+        self.turn = {}
+
+
+class _Turn:
+    """One reply: prefill what the cache lacks, then sample and decode token by
+    token. pieces() is the generator a caller iterates; whatever way it ends
+    (finished, closed, interrupted), finish() settles the conversation."""
+
+    def __init__(self, chat, ids, max_tokens, params, stops, pushed):
+        self.chat, self.ids, self.max_tokens, self.params = chat, ids, max_tokens, params
+        self.cut = _StopCut(stops)
+        self.pushed = pushed
+        self.started = self.done = self.settled = False
+        self.st = None
+        self.reply_ids, self.text = [], []
+        self.stopped = None
+        self.gen = None
+
+    def pieces(self):
+        self.gen = self._run()
+        return self.gen
+
+    def abandon(self):
+        if self.gen is not None and self.started:
+            self.gen.close()               # runs _run's finally
+        self._finish()
+
+    def _run(self):
+        self.started = True
+        chat = self.chat
+        try:
+            yield from self._steps()
+        finally:
+            self._finish()
+            if chat._open is self:
+                chat._open = None
+
+    def _steps(self):
+        chat, ids = self.chat, self.ids
+        model = chat.model
+        s = chat._live()
+        st = {"n_prompt": len(ids), "n_reused": 0, "n_prefilled": 0, "n_generated": 0, "stopped": None,
+              "ttft_ms": 0.0, "prefill_ms": 0.0, "decode_ms": 0.0, "prefill_tokens_per_s": 0.0,
+              "decode_tokens_per_s": 0.0}
+        chat.turn = self.st = st
+        model._stats = st                         # Model.stats() reports the chat's last turn too
+        t0 = time.perf_counter()
+        keep = common_prefix(chat._cache, ids)
+        if keep == len(ids):
+            keep -= 1                             # the last prompt token runs again: its logits start the reply
+        chat._rewind(keep)
+        new = ids[keep:]
+        chat._cache.extend(new)                   # recorded before the call: see _sync
+        check(lib.er_decode(s, ffi.new("int32_t[]", new), len(new), ffi.NULL))
+        dt = time.perf_counter() - t0
+        st.update(n_reused=keep, n_prefilled=len(new), prefill_ms=dt * 1e3,
+                  prefill_tokens_per_s=len(new) / max(dt, 1e-9))
+        chat.totals["prefilled"] += len(new)
+        chat.totals["reused"] += keep
+        chat.totals["prefill_s"] += dt
+
+        vocab = model._vocab
+        dec = model.tokenizer.stream_decoder()
+        tok, one = ffi.new("int32_t *"), ffi.new("int32_t[1]")
+        decode_s, n_decoded = 0.0, 0
+        self.stopped = "max_tokens"
+        for i in range(self.max_tokens):
+            check(lib.er_sample(s, self.params, tok))
+            t = int(tok[0])
+            if i == 0:
+                st["ttft_ms"] = (time.perf_counter() - t0) * 1e3
+            if lib.er_vocab_is_eog(vocab, t):
+                self.stopped = "eos"
+                break
+            self.reply_ids.append(t)
+            st["n_generated"] += 1
+            chat.totals["generated"] += 1
+            out, hit = self.cut.feed(dec.feed(t))
+            if out:
+                self.text.append(out)
+                yield out
+            if hit:
+                self.stopped = "stop"
+                break
+            if len(chat._cache) >= chat.n_ctx:
+                self.stopped = "context"
+                break
+            one[0] = t
+            chat._cache.append(t)
+            ta = time.perf_counter()
+            rc = lib.er_decode(s, one, 1, ffi.NULL)
+            if rc == _ER_ECONTEXT:
+                chat._cache.pop()
+                self.stopped = "context"
+                break
+            check(rc)
+            decode_s += time.perf_counter() - ta
+            n_decoded += 1
+            chat.totals["decode_s"] += time.perf_counter() - ta
+            chat.totals["decoded"] += 1
+            st["decode_ms"] = decode_s * 1e3
+            st["decode_tokens_per_s"] = n_decoded / max(decode_s, 1e-9)
+        if self.stopped != "stop":
+            tail, hit = self.cut.feed(dec.flush())
+            tail += "" if hit else self.cut.pending
+            if hit:
+                self.stopped = "stop"
+            if tail:
+                self.text.append(tail)
+                yield tail
+        self.done = True
+
+    def _finish(self):
+        """Settles the conversation, once: a finished reply is appended; an
+        abandoned one as far as it came; one abandoned before its first token
+        takes the user message it came with back out."""
+        if self.settled:
+            return
+        self.settled = True
+        chat = self.chat
+        chat._sync()
+        if self.done or self.reply_ids:
+            chat._messages.append({"role": "assistant", "content": "".join(self.text)})
+            chat.totals["turns"] += 1
+        elif self.pushed and chat._messages:
+            chat._messages.pop()
+        if self.st is not None:
+            self.st["stopped"] = self.stopped if self.done else "interrupted"
+
+
+# ---------------------------------------------------------------- files
+
+def sidecar_path(path):
+    """Where the conversation of the session snapshot at `path` is kept."""
+    p = pathlib.Path(os.fspath(path))
+    return p.with_name(p.name + SIDECAR_SUFFIX)
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_atomic(path, data):
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise errors.FileAccessError(f"{path}: {e.strerror or e}", -2) from None
+    try:
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _parse_sidecar(raw, side, n_vocab):
+    def bad(why):
+        return errors.CorruptModelError(f"{side}: not an edgerun chat conversation file ({why})", -3)
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise bad(f"not JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+        raise bad("no 'format': 'edgerun-chat'")
+    if doc.get("version") != _VERSION:
+        raise errors.UnsupportedError(
+            f"{side}: chat file version {doc.get('version')!r}; this edgerun reads version {_VERSION}", -4)
+    checks = {"model_fingerprint": str, "snapshot_sha256": str, "template": str, "variables": dict,
+              "messages": list, "tokens": list}
+    for key, typ in checks.items():
+        if not isinstance(doc.get(key), typ):
+            raise bad(f"'{key}' missing or not a {typ.__name__}")
+    if doc.get("tools") is not None and not isinstance(doc["tools"], list):
+        raise bad("'tools' is not a list")
+    if not all(isinstance(m, dict) for m in doc["messages"]):
+        raise bad("a message is not an object")
+    if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < n_vocab for t in doc["tokens"]):
+        raise bad(f"a token id is not an integer in [0, {n_vocab})")
+    if not isinstance(doc.get("totals", {}), dict):
+        raise bad("'totals' is not an object")
+    return doc
+
+
+# ---------------------------------------------------------------- one reply
+
+def chat(model, messages, chat_template=None, tools=None, variables=None, stream=False, **gen):
+    """The model's reply to `messages` (text, or text pieces with stream=True)
+    on a session of its own, as Model.generate runs on one: keywords as
+    ChatSession.reply. With stream=True the session slot is taken at the first
+    piece and given back when the stream ends; template and argument mistakes
+    raise at the call."""
+    chat_template = model_template(model, chat_template)
+    # Everything that can be checked without a session is, now: a stream's
+    # first error should not wait for its first iteration.
+    render(chat_template, messages, tools=tools, **{**special_tokens(model), **(variables or {})})
+    if not stream:
+        with ChatSession(model, chat_template=chat_template, tools=tools, variables=variables,
+                         messages=messages) as cs:
+            return cs.reply(**gen)
+
+    def run():
+        with ChatSession(model, chat_template=chat_template, tools=tools, variables=variables,
+                         messages=messages) as cs:
+            yield from cs.reply(stream=True, **gen)
+    return run()
