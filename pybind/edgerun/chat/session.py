@@ -367,11 +367,14 @@ class ChatSession:
                 f"(FILE{SIDECAR_SUFFIX}), by ChatSession.save / /save", -2) from None
         except OSError as e:
             raise errors.FileAccessError(f"{side}: {e.strerror or e}", -2) from None
-        doc = _parse_sidecar(raw, side, self.model.n_vocab)
+        doc = _parse_sidecar(raw, side)
         if doc["model_fingerprint"] != f"{self.model.fingerprint:016x}":
             raise errors.MismatchError(
                 f"{path} is a chat with another model (fingerprint {doc['model_fingerprint']}, this one "
                 f"{self.model.fingerprint:016x}); load it with the model that saved it", -11)
+        if any(t >= self.model.n_vocab for t in doc["tokens"]):
+            raise errors.CorruptModelError(f"{side}: a token id is out of range for a vocabulary of "
+                                           f"{self.model.n_vocab}", -3)
         try:
             digest = _sha256(path)
         except FileNotFoundError:
@@ -566,7 +569,7 @@ def _write_atomic(path, data):
         os.close(fd)
 
 
-def _parse_sidecar(raw, side, n_vocab):
+def _parse_sidecar(raw, side):
     def bad(why):
         return errors.CorruptModelError(f"{side}: not an edgerun chat conversation file ({why})", -3)
     try:
@@ -587,8 +590,8 @@ def _parse_sidecar(raw, side, n_vocab):
         raise bad("'tools' is not a list")
     if not all(isinstance(m, dict) for m in doc["messages"]):
         raise bad("a message is not an object")
-    if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < n_vocab for t in doc["tokens"]):
-        raise bad(f"a token id is not an integer in [0, {n_vocab})")
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in doc["tokens"]):
+        raise bad("a token id is not an integer >= 0")
     if not isinstance(doc.get("totals", {}), dict):
         raise bad("'totals' is not an object")
     return doc
