@@ -91,7 +91,7 @@ def build_chat_model(root, steps=STEPS):
     subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(plain), str(out),
                     "--chat-template-file", str(root / "chatml.jinja"), "--force"],
                    check=True, capture_output=True)
-    return out, float(loss.detach())
+    return out, float(loss.detach()) if steps else None
 
 
 def chat_model_path(tmp_path_factory):
@@ -133,3 +133,37 @@ class Reference:
                 out.append(t)
                 x = torch.cat([x, torch.tensor([[t]])], dim=1)
         return self.tok.decode(out)
+
+
+def rambler_path(tmp_path_factory):
+    """The chat model with the output rows of its end-of-turn tokens zeroed:
+    it answers as the chat model does and then never ends its turn (their
+    logits stay 0 while the best of the others is positive), so a test has a
+    reply that runs as long as it likes and can interrupt it."""
+    chat = chat_model_path(tmp_path_factory)
+    root = chat.parent / "rambler"
+    out = root / "rambler.gguf"
+    if out.exists():
+        return out
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from edgerun.convert import convert
+    src = chat.parent / "hf"
+    hf = root / "hf"
+    hf.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(src / name, hf / name)
+    model = AutoModelForCausalLM.from_pretrained(str(src), dtype="float32")
+    with torch.no_grad():
+        for i in range(len(SPECIALS)):      # the specials are ids 0..2: end-of-text, im_start, im_end
+            model.lm_head.weight[i].zero_()
+    model.save_pretrained(str(hf))
+    plain = root / "rambler-plain.gguf"
+    convert(hf, plain, "f32", quiet=True)
+    (root / "chatml.jinja").write_text(CHATML)
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(plain), str(out),
+                    "--chat-template-file", str(root / "chatml.jinja"), "--force"], check=True, capture_output=True)
+    return out

@@ -13,7 +13,7 @@ import pytest
 
 import edgerun
 from edgerun import errors
-from edgerun._ffi import check, lib
+from edgerun._ffi import check, ffi, lib
 from edgerun.chat import ChatSession, common_prefix, end_of_turn_ids, sidecar_path
 
 from chat_helpers import ANSWERS, CHATML, Reference, chat_model_path
@@ -159,6 +159,7 @@ def test_truncate_keeps_a_prefix_exactly(model):
         check(lib.er_session_truncate(s._live(), s.pos))  # n == pos: nothing changes
         assert s.pos == 4 + len(other)
         s.sample()
+    assert lib.er_session_truncate(ffi.NULL, 0) == errors.InvalidArgumentError.status
 
 
 def test_streams_settle_the_conversation(model, ref):
