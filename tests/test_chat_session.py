@@ -177,6 +177,18 @@ def test_streams_settle_the_conversation(model, ref):
         assert c._session.pos == len(c.cached_tokens)
 
 
+def test_a_cache_moved_behind_its_back_is_started_over(model, ref):
+    """When the runtime holds other tokens than the chat recorded (a context
+    that slid when full, or a direct use of the session), nothing is reused."""
+    with model.chat_session() as c:
+        c.send("hello")
+        c._session.decode([5, 6, 7])
+        reply = c.send("how are you")
+        assert reply == ref.reply(c.messages[:-1])
+        assert c.turn["n_reused"] == 0 and c.turn["n_prefilled"] == c.turn["n_prompt"]
+        assert c._session.pos == len(c.cached_tokens)
+
+
 def test_save_and_load_with_the_conversation(model, chat_gguf, ref, tmp_path):
     snap = tmp_path / "talk.snap"
     with model.chat_session(system="be kind") as a:

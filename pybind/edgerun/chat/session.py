@@ -167,6 +167,7 @@ class ChatSession:
         self._session = model.session()            # BusyError when every slot is taken
         self.n_ctx = self._session.n_ctx
         self._cache = []                           # the ids the runtime session holds, in order
+        self._known = True                         # False: the runtime moved its cache by itself
         self._open = None                          # a streamed turn not yet finished
         self.turn = {}                             # figures of the last turn
         self.totals = {"turns": 0, "prefilled": 0, "reused": 0, "generated": 0, "prefill_s": 0.0,
@@ -208,8 +209,9 @@ class ChatSession:
 
     @property
     def cached_tokens(self):
-        """The token ids the runtime session holds (a copy)."""
-        return list(self._cache)
+        """The token ids the runtime session holds (a copy); None after the
+        runtime rearranged its cache by itself (the next turn starts it over)."""
+        return list(self._cache) if self._known else None
 
     def render(self, add_generation_prompt=True):
         """The conversation as the template writes it (what the model reads)."""
@@ -292,6 +294,15 @@ class ChatSession:
             t.abandon()
 
     # ------------------------------------------------------------ the cache
+    def _forget_if_moved(self):
+        """After the runtime rearranged its cache by itself (a context that
+        slides when full), which ids it holds is not known here: start the
+        cache over rather than reuse a prefix that is not there."""
+        if not self._known:
+            check(lib.er_session_reset(self._live()))
+            self._cache = []
+            self._known = True
+
     def _rewind(self, keep):
         """Makes the runtime session hold exactly self._cache[:keep]."""
         if keep >= len(self._cache):
@@ -310,7 +321,7 @@ class ChatSession:
         """Brings the id mirror in line with the runtime after an interruption:
         ids are recorded before each er_decode, so the runtime holds at most
         what the mirror says, and its position says how much of it."""
-        if self._session is None or self._session._ptr not in self.model._sessions:
+        if self._session is None or self._session._ptr not in self.model._sessions or not self._known:
             return
         pos = self._session.pos
         if pos < len(self._cache):
@@ -324,7 +335,7 @@ class ChatSession:
         tokens prefilled / reused from the cache / generated in all, prefill
         and decode speed, and the last turn's figures."""
         t = self.totals
-        pos = len(self._cache)
+        pos = self._session.pos if self._session is not None else len(self._cache)
         return {"turns": t["turns"], "messages": len(self._messages), "cache_tokens": pos, "n_ctx": self.n_ctx,
                 "cache_use": pos / self.n_ctx if self.n_ctx else 0.0, "prefilled": t["prefilled"],
                 "reused": t["reused"], "generated": t["generated"],
@@ -341,6 +352,7 @@ class ChatSession:
         self._settle()
         path = pathlib.Path(os.fspath(path))
         self._sync()
+        self._forget_if_moved()
         self._session.save(path)
         doc = {"format": _FORMAT, "version": _VERSION, "model_fingerprint": f"{self.model.fingerprint:016x}",
                "snapshot_sha256": _sha256(path), "template": self.template, "variables": self.variables,
@@ -396,7 +408,10 @@ class ChatSession:
         self.tools = doc["tools"]
         self._messages = doc["messages"]
         self._cache = list(doc["tokens"])
-        self.totals.update({k: doc["totals"][k] for k in self.totals if k in doc.get("totals", {})})
+        self._known = True
+        saved = doc.get("totals", {})
+        self.totals.update({k: saved[k] for k in self.totals
+                            if isinstance(saved.get(k), (int, float)) and not isinstance(saved.get(k), bool)})
         self.turn = {}
 
 
@@ -444,6 +459,8 @@ class _Turn:
         chat.turn = self.st = st
         model._stats = st                         # Model.stats() reports the chat's last turn too
         t0 = time.perf_counter()
+        self._check_moved(s)                      # the session was used behind our back since last turn
+        chat._forget_if_moved()
         keep = common_prefix(chat._cache, ids)
         if keep == len(ids):
             keep -= 1                             # the last prompt token runs again: its logits start the reply
@@ -451,6 +468,7 @@ class _Turn:
         new = ids[keep:]
         chat._cache.extend(new)                   # recorded before the call: see _sync
         check(lib.er_decode(s, ffi.new("int32_t[]", new), len(new), ffi.NULL))
+        self._check_moved(s)
         dt = time.perf_counter() - t0
         st.update(n_reused=keep, n_prefilled=len(new), prefill_ms=dt * 1e3,
                   prefill_tokens_per_s=len(new) / max(dt, 1e-9))
@@ -493,6 +511,7 @@ class _Turn:
                 self.stopped = "context"
                 break
             check(rc)
+            self._check_moved(s)
             decode_s += time.perf_counter() - ta
             n_decoded += 1
             chat.totals["decode_s"] += time.perf_counter() - ta
@@ -508,6 +527,11 @@ class _Turn:
                 self.text.append(tail)
                 yield tail
         self.done = True
+
+    def _check_moved(self, s):
+        # One position per id recorded, or the runtime did something of its own.
+        if self.chat._known and lib.er_session_pos(s) != len(self.chat._cache):
+            self.chat._known = False
 
     def _finish(self):
         """Settles the conversation, once: a finished reply is appended; an
