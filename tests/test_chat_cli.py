@@ -169,3 +169,41 @@ def test_without_a_template_it_says_how_to_pass_one(term):
     assert t.exit_status() == 1
     assert re.search(r"edgerun: error: edgerun-add\.gguf carries no chat template.*--chat-template FILE",
                      t.screen().replace("\n", ""))
+
+
+def test_template_from_a_file_and_piped_input(tmp_path_factory, tmp_path):
+    """--chat-template takes a .jinja file or a tokenizer_config.json; --var
+    reaches the template; stdin may be a pipe (a script driving the chat)."""
+    import subprocess
+    model = chat_model_path(tmp_path_factory)
+    plain = model.parent / "chat-plain.gguf"                  # the same weights, no template in the file
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_DIR, os.environ.get("PYTHONPATH")) if p))
+
+    def chat(*args, stdin="hello\n"):
+        return subprocess.run([sys.executable, "-m", "edgerun", "chat", str(plain), "--ctx", "256", *map(str, args)],
+                              input=stdin, capture_output=True, text=True, env=env, timeout=300)
+    for source in (model.parent / "chatml.jinja", model.parent / "hf" / "tokenizer_config.json"):
+        r = chat("--chat-template", source)
+        assert r.returncode == 0, r.stderr
+        assert "> hi there\n" in r.stdout
+    shouty = tmp_path / "t.jinja"
+    shouty.write_text("{{ '<|im_start|>user\\n' + messages[-1]['content'] + (suffix if suffix is defined else '') "
+                      "+ '<|im_end|>\\n<|im_start|>assistant\\n' }}")
+    r = chat("--chat-template", shouty, "--var", 'suffix=" how are you"', "--var", "n=3", "-n", "8",
+             stdin="hello\n/stats\n")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"last turn: (\d+) prompt tokens", r.stdout)
+    r = chat()
+    assert r.returncode == 1 and "carries no chat template" in r.stderr and "--chat-template FILE" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"bos_token": "<s>"}')
+    r = chat("--chat-template", bad)
+    assert r.returncode == 1 and 'no "chat_template"' in r.stderr
+    r = chat("--var", "no-equals")
+    assert r.returncode == 1 and "NAME=VALUE" in r.stderr
+    raising = tmp_path / "raise.jinja"
+    raising.write_text("{{ raise_exception('only one turn, please') if messages | length > 1 else "
+                       "'<|im_start|>user\\n' + messages[0]['content'] + '<|im_end|>\\n<|im_start|>assistant\\n' }}")
+    r = chat("--chat-template", raising, stdin="hello\nagain\n")
+    assert r.returncode == 0 and "hi there" in r.stdout
+    assert "edgerun: error: the chat template failed: only one turn, please" in r.stderr

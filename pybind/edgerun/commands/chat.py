@@ -37,7 +37,8 @@ def register(sub):
                    help="GGUF file (default: the embedded model, which has no chat template)")
     p.add_argument("--system", default=None, metavar="TEXT", help="system prompt (the conversation's first message)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
-                   help="Jinja chat template to use instead of the file's (e.g. chat_template.jinja)")
+                   help="Jinja chat template to use instead of the file's: a template file (chat_template.jinja) "
+                        "or a model's tokenizer_config.json")
     p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
                    help="a variable for the template, e.g. enable_thinking=false (VALUE is JSON, else text; "
                         "repeatable)")
@@ -53,6 +54,24 @@ def register(sub):
     g.add_argument("--seed", type=int, default=None, help="RNG seed (the same seed gives the same replies)")
     add_model_options(p)
     p.set_defaults(func=main)
+
+
+def read_template(path):
+    """The Jinja text of --chat-template: a template file, or a model's
+    tokenizer_config.json (its "chat_template": the text, or the one named
+    "default" of a list of named templates)."""
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    if not str(path).endswith(".json"):
+        return text
+    try:
+        t = json.loads(text).get("chat_template")
+    except (ValueError, AttributeError):
+        raise ValueError(f"--chat-template {path}: not a tokenizer_config.json (JSON object)") from None
+    if isinstance(t, list):
+        t = next((x.get("template") for x in t if isinstance(x, dict) and x.get("name") == "default"), None)
+    if not isinstance(t, str):
+        raise ValueError(f"--chat-template {path}: no \"chat_template\" text in it")
+    return t
 
 
 def parse_vars(specs):
@@ -101,6 +120,12 @@ class _Interrupt:
         signal.signal(signal.SIGINT, self._old)
 
 
+def _error(out, line):
+    """A failure inside the chat: one line on stderr, and the chat goes on."""
+    out.flush()
+    print(line, file=sys.stderr, flush=True)
+
+
 def command(chat, line, out):
     """Runs a /command; False for an unknown one."""
     from ..cli import error_line
@@ -128,7 +153,7 @@ def command(chat, line, out):
         else:
             out.write(f"unknown command {name}; /help lists them\n")
     except (errors.EdgerunError, OSError, ValueError) as e:
-        out.write(error_line(e) + "\n")
+        _error(out, error_line(e))
 
 
 def loop(chat, gen_kw, out=sys.stdout):
@@ -159,12 +184,14 @@ def loop(chat, gen_kw, out=sys.stdout):
                     if stop.hit:
                         break
                 stream.close()
-            if stop.hit:
+            if chat.turn.get("stopped") == "interrupted":
                 out.write(" [stopped]")
         except (errors.EdgerunError, ValueError) as e:
             if stream is not None:
                 stream.close()
-            out.write(("\n" if stream is not None else "") + error_line(e) + "\n")
+            if stream is not None:
+                out.write("\n")
+            _error(out, error_line(e))
             continue
         out.write("\n")
         out.flush()
@@ -177,7 +204,7 @@ def main(args):
         import readline  # noqa: F401  (line editing and history for input())
     except ImportError:
         pass
-    template = pathlib.Path(args.chat_template).read_text(encoding="utf-8") if args.chat_template else None
+    template = read_template(args.chat_template) if args.chat_template else None
     variables = parse_vars(args.var)
     gen_kw = dict(max_tokens=args.max_tokens, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
                   min_p=args.min_p, repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n)
