@@ -14,9 +14,9 @@ that prefill only what is new.
 `edgerun chat MODEL` is the same in a terminal.
 """
 from .gguf_meta import read_string
-from .session import (SIDECAR_SUFFIX, TEMPLATE_KEY, ChatSession, chat, common_prefix, end_of_turn_ids,
-                      model_template, sidecar_path, special_tokens)
+from .session import (SIDECAR_SUFFIX, TEMPLATE_KEY, ChatSession, chat, common_prefix, encode_prompt,
+                      end_of_turn_ids, model_template, sidecar_path, special_tokens)
 from .template import compile_template, render
 
 __all__ = ["render", "compile_template", "chat", "ChatSession", "model_template", "special_tokens",
-           "end_of_turn_ids", "common_prefix", "sidecar_path", "read_string", "TEMPLATE_KEY", "SIDECAR_SUFFIX"]
+           "end_of_turn_ids", "encode_prompt", "common_prefix", "sidecar_path", "read_string", "TEMPLATE_KEY", "SIDECAR_SUFFIX"]

@@ -57,14 +57,23 @@ def model_template(model, chat_template=None):
 
 
 def special_tokens(model):
-    """bos_token / eos_token as the template sees them: the tokens' text."""
-    tok = _tokenizer(model)
+    """bos_token / eos_token as the template sees them: the tokens' text
+    (`model`: an edgerun.Model or its Tokenizer)."""
+    tok = model if hasattr(model, "piece") else _tokenizer(model)
     out = {}
     if tok.bos is not None:
         out["bos_token"] = tok.piece(tok.bos)
     if tok.eos is not None:
         out["eos_token"] = tok.piece(tok.eos)
     return out
+
+
+def encode_prompt(tokenizer, text):
+    """The ids of a rendered conversation: control tokens written in it are
+    matched and nothing is added around it (the template writes BOS itself
+    where the model wants one), as transformers' apply_chat_template(...,
+    tokenize=True) encodes."""
+    return tokenizer.encode(text, add_special=False, parse_special=True)
 
 
 def end_of_turn_ids(model):
@@ -219,12 +228,8 @@ class ChatSession:
                       **{**special_tokens(self.model), **self.variables})
 
     def prompt_ids(self, add_generation_prompt=True):
-        """The rendered conversation's token ids: control tokens written by the
-        template are matched, and nothing is added around them (the template
-        writes BOS itself where the model wants it), as transformers' tokenized
-        apply_chat_template does."""
-        text = self.render(add_generation_prompt)
-        return _tokenizer(self.model).encode(text, add_special=False, parse_special=True)
+        """The rendered conversation's token ids (encode_prompt)."""
+        return encode_prompt(_tokenizer(self.model), self.render(add_generation_prompt))
 
     def reset(self, system=None, keep_system=True):
         """Forgets the conversation (the system prompt stays unless keep_system
