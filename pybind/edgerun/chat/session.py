@@ -18,136 +18,19 @@ the conversation as text and comes back through the template next turn, so
 what the cache holds is always what the template would have produced.
 """
 import copy
-import hashlib
-import json
 import os
 import pathlib
-import time
 
 from .. import errors
-from .._ffi import check, ffi, lib
-from . import gguf_meta
+from .._ffi import check, lib
+from . import sidecar
+from .model_info import encode_prompt, model_template, special_tokens, tokenizer_of
+from .reply import Turn, sampling_params
 from .template import compile_template, render
 
-TEMPLATE_KEY = "tokenizer.chat_template"
-SIDECAR_SUFFIX = ".chat.json"      # the conversation beside a session snapshot
-_FORMAT, _VERSION = "edgerun-chat", 1
 DEFAULT_MAX_TOKENS = 512
-_ER_EUNSUPPORTED, _ER_ECONTEXT = -4, -7
+_ER_EUNSUPPORTED = -4
 
-
-# ---------------------------------------------------------------- the model's facts
-
-def model_template(model, chat_template=None):
-    """`chat_template` (Jinja text) when given, else the one the model file
-    carries; ChatTemplateError saying how to pass one when it has none."""
-    if chat_template is not None:
-        if not isinstance(chat_template, str) or not chat_template.strip():
-            raise errors.InvalidArgumentError(
-                "chat_template must be the template's Jinja text (a non-empty str); to use a file, "
-                "pass pathlib.Path(FILE).read_text()", -1)
-        return chat_template
-    text = gguf_meta.read_string(model.path, TEMPLATE_KEY)
-    if not text:
-        raise errors.ChatTemplateError(
-            f"{model.path.name} carries no chat template (no `{TEMPLATE_KEY}` in the file); pass one: "
-            "chat_template=TEXT in Python, or `edgerun chat MODEL --chat-template FILE` on the command line "
-            "(the model's template is the \"chat_template\" of its tokenizer_config.json, or chat_template.jinja)")
-    return text
-
-
-def special_tokens(model):
-    """bos_token / eos_token as the template sees them: the tokens' text
-    (`model`: an edgerun.Model or its Tokenizer)."""
-    tok = model if hasattr(model, "piece") else _tokenizer(model)
-    out = {}
-    if tok.bos is not None:
-        out["bos_token"] = tok.piece(tok.bos)
-    if tok.eos is not None:
-        out["eos_token"] = tok.piece(tok.eos)
-    return out
-
-
-def encode_prompt(tokenizer, text):
-    """The ids of a rendered conversation: control tokens written in it are
-    matched and nothing is added around it (the template writes BOS itself
-    where the model wants one), as transformers' apply_chat_template(...,
-    tokenize=True) encodes."""
-    return tokenizer.encode(text, add_special=False, parse_special=True)
-
-
-def end_of_turn_ids(model):
-    """The ids a reply stops at: every id the vocabulary marks as ending a
-    generation (EOS, EOT, EOM and control tokens such as <|im_end|>,
-    <end_of_turn>, <|eot_id|>; er_vocab_is_eog)."""
-    tok = _tokenizer(model)
-    return frozenset(i for i in range(tok.n_vocab) if tok.is_eog(i))
-
-
-def _tokenizer(model):
-    tok = model.tokenizer
-    if tok is None:
-        raise errors.UnsupportedError(
-            f"{model.path.name} has no tokenizer, and a chat is text; use a GGUF file with tokenizer.ggml.* "
-            "metadata", -4)
-    return tok
-
-
-def _sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, repeat_last_n=0):
-    params = ffi.new("er_sampling *")
-    check(lib.er_sampling_default(params))
-    try:
-        params.temperature = float(temperature)
-        params.top_k = int(top_k)
-        params.top_p = float(top_p)
-        params.min_p = float(min_p)
-        params.repeat_penalty = float(repeat_penalty)
-        params.repeat_last_n = int(repeat_last_n)
-    except (TypeError, ValueError, OverflowError) as e:
-        raise errors.InvalidArgumentError(f"sampling parameters must be numbers: {e}", -1) from None
-    return params
-
-
-def common_prefix(a, b):
-    """Length of the longest common prefix of two id lists."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-# ---------------------------------------------------------------- stop strings
-
-class _StopCut:
-    """Holds back text that could still grow into a stop string; says when one
-    appeared (the reply then ends before it)."""
-
-    def __init__(self, stops):
-        self.stops = [s for s in stops if s]
-        self.pending = ""
-
-    def feed(self, piece):
-        """(text safe to show now, True when a stop string was hit)."""
-        if not self.stops:
-            return piece, False
-        self.pending += piece
-        hits = [k for k in (self.pending.find(s) for s in self.stops) if k >= 0]
-        if hits:
-            out, self.pending = self.pending[:min(hits)], ""
-            return out, True
-        keep = 0
-        for s in self.stops:
-            for j in range(min(len(s) - 1, len(self.pending)), 0, -1):
-                if self.pending.endswith(s[:j]):
-                    keep = max(keep, j)
-                    break
-        out = self.pending[:len(self.pending) - keep]
-        self.pending = self.pending[len(out):]
-        return out, False
-
-
-# ---------------------------------------------------------------- the session
 
 class ChatSession:
     """A conversation with a model on one runtime session (one of the model's
@@ -160,7 +43,7 @@ class ChatSession:
 
     def __init__(self, model, system=None, chat_template=None, tools=None, variables=None, messages=None):
         self._session = None
-        _tokenizer(model)
+        tokenizer_of(model)
         self.model = model
         self.template = model_template(model, chat_template)
         compile_template(self.template)            # a template that does not parse fails here
@@ -229,7 +112,7 @@ class ChatSession:
 
     def prompt_ids(self, add_generation_prompt=True):
         """The rendered conversation's token ids (encode_prompt)."""
-        return encode_prompt(_tokenizer(self.model), self.render(add_generation_prompt))
+        return encode_prompt(tokenizer_of(self.model), self.render(add_generation_prompt))
 
     def reset(self, system=None, keep_system=True):
         """Forgets the conversation (the system prompt stays unless keep_system
@@ -268,7 +151,7 @@ class ChatSession:
         self._settle()
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
             raise errors.InvalidArgumentError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", -1)
-        params = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n)
+        params = sampling_params(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n)
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         if message is not None:
             self._messages.append(message)
@@ -284,7 +167,7 @@ class ChatSession:
             if message is not None:
                 self._messages.pop()
             raise
-        turn = _Turn(self, ids, max_tokens, params, stops, pushed=message is not None)
+        turn = Turn(self, ids, max_tokens, params, stops, pushed=message is not None)
         if stream:
             self._open = turn
             return turn.pieces()
@@ -359,14 +242,11 @@ class ChatSession:
         self._sync()
         self._forget_if_moved()
         self._session.save(path)
-        doc = {"format": _FORMAT, "version": _VERSION, "model_fingerprint": f"{self.model.fingerprint:016x}",
-               "snapshot_sha256": _sha256(path), "template": self.template, "variables": self.variables,
-               "tools": self.tools, "messages": self._messages, "tokens": self._cache, "totals": self.totals}
-        try:
-            text = json.dumps(doc, ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise errors.InvalidArgumentError(f"the conversation cannot be saved as JSON: {e}", -1) from None
-        _write_atomic(sidecar_path(path), text.encode("utf-8"))
+        doc = {"format": sidecar.FORMAT, "version": sidecar.VERSION,
+               "model_fingerprint": f"{self.model.fingerprint:016x}", "snapshot_sha256": sidecar.sha256(path),
+               "template": self.template, "variables": self.variables, "tools": self.tools,
+               "messages": self._messages, "tokens": self._cache, "totals": self.totals}
+        sidecar.write(sidecar.path_of(path), doc)
 
     def load(self, path):
         """Replaces the conversation and the runtime session with a save()d
@@ -375,16 +255,16 @@ class ChatSession:
         from different saves), FileAccessError (a file missing)."""
         self._settle()
         path = pathlib.Path(os.fspath(path))
-        side = sidecar_path(path)
+        side = sidecar.path_of(path)
         try:
             raw = side.read_bytes()
         except FileNotFoundError:
             raise errors.FileAccessError(
                 f"{side}: no such file; a chat is saved as two files, the snapshot and its conversation "
-                f"(FILE{SIDECAR_SUFFIX}), by ChatSession.save / /save", -2) from None
+                f"(FILE{sidecar.SUFFIX}), by ChatSession.save / /save", -2) from None
         except OSError as e:
             raise errors.FileAccessError(f"{side}: {e.strerror or e}", -2) from None
-        doc = _parse_sidecar(raw, side)
+        doc = sidecar.parse(raw, side)
         if doc["model_fingerprint"] != f"{self.model.fingerprint:016x}":
             raise errors.MismatchError(
                 f"{path} is a chat with another model (fingerprint {doc['model_fingerprint']}, this one "
@@ -393,7 +273,7 @@ class ChatSession:
             raise errors.CorruptModelError(f"{side}: a token id is out of range for a vocabulary of "
                                            f"{self.model.n_vocab}", -3)
         try:
-            digest = _sha256(path)
+            digest = sidecar.sha256(path)
         except FileNotFoundError:
             raise errors.FileAccessError(f"{path}: no such file (the conversation is there, its snapshot is not)",
                                          -2) from None
@@ -419,214 +299,6 @@ class ChatSession:
                             if isinstance(saved.get(k), (int, float)) and not isinstance(saved.get(k), bool)})
         self.turn = {}
 
-
-class _Turn:
-    """One reply: prefill what the cache lacks, then sample and decode token by
-    token. pieces() is the generator a caller iterates; whatever way it ends
-    (finished, closed, interrupted), finish() settles the conversation."""
-
-    def __init__(self, chat, ids, max_tokens, params, stops, pushed):
-        self.chat, self.ids, self.max_tokens, self.params = chat, ids, max_tokens, params
-        self.cut = _StopCut(stops)
-        self.pushed = pushed
-        self.started = self.done = self.settled = False
-        self.st = None
-        self.reply_ids, self.text = [], []
-        self.stopped = None
-        self.gen = None
-
-    def pieces(self):
-        self.gen = self._run()
-        return self.gen
-
-    def abandon(self):
-        if self.gen is not None and self.started:
-            self.gen.close()               # runs _run's finally
-        self._finish()
-
-    def _run(self):
-        self.started = True
-        chat = self.chat
-        try:
-            yield from self._steps()
-        finally:
-            self._finish()
-            if chat._open is self:
-                chat._open = None
-
-    def _steps(self):
-        chat, ids = self.chat, self.ids
-        model = chat.model
-        s = chat._live()
-        st = {"n_prompt": len(ids), "n_reused": 0, "n_prefilled": 0, "n_generated": 0, "stopped": None,
-              "ttft_ms": 0.0, "prefill_ms": 0.0, "decode_ms": 0.0, "prefill_tokens_per_s": 0.0,
-              "decode_tokens_per_s": 0.0}
-        chat.turn = self.st = st
-        model._stats = st                         # Model.stats() reports the chat's last turn too
-        t0 = time.perf_counter()
-        self._check_moved(s)                      # the session was used behind our back since last turn
-        chat._forget_if_moved()
-        keep = common_prefix(chat._cache, ids)
-        if keep == len(ids):
-            keep -= 1                             # the last prompt token runs again: its logits start the reply
-        chat._rewind(keep)
-        new = ids[keep:]
-        chat._cache.extend(new)                   # recorded before the call: see _sync
-        check(lib.er_decode(s, ffi.new("int32_t[]", new), len(new), ffi.NULL))
-        self._check_moved(s)
-        dt = time.perf_counter() - t0
-        st.update(n_reused=keep, n_prefilled=len(new), prefill_ms=dt * 1e3,
-                  prefill_tokens_per_s=len(new) / max(dt, 1e-9))
-        chat.totals["prefilled"] += len(new)
-        chat.totals["reused"] += keep
-        chat.totals["prefill_s"] += dt
-
-        vocab = model._vocab
-        dec = model.tokenizer.stream_decoder()
-        tok, one = ffi.new("int32_t *"), ffi.new("int32_t[1]")
-        decode_s, n_decoded = 0.0, 0
-        self.stopped = "max_tokens"
-        for i in range(self.max_tokens):
-            check(lib.er_sample(s, self.params, tok))
-            t = int(tok[0])
-            if i == 0:
-                st["ttft_ms"] = (time.perf_counter() - t0) * 1e3
-            if lib.er_vocab_is_eog(vocab, t):
-                self.stopped = "eos"
-                break
-            self.reply_ids.append(t)
-            st["n_generated"] += 1
-            chat.totals["generated"] += 1
-            out, hit = self.cut.feed(dec.feed(t))
-            if out:
-                self.text.append(out)
-                yield out
-            if hit:
-                self.stopped = "stop"
-                break
-            if len(chat._cache) >= chat.n_ctx:
-                self.stopped = "context"
-                break
-            one[0] = t
-            chat._cache.append(t)
-            ta = time.perf_counter()
-            rc = lib.er_decode(s, one, 1, ffi.NULL)
-            if rc == _ER_ECONTEXT:
-                chat._cache.pop()
-                self.stopped = "context"
-                break
-            check(rc)
-            self._check_moved(s)
-            decode_s += time.perf_counter() - ta
-            n_decoded += 1
-            chat.totals["decode_s"] += time.perf_counter() - ta
-            chat.totals["decoded"] += 1
-            st["decode_ms"] = decode_s * 1e3
-            st["decode_tokens_per_s"] = n_decoded / max(decode_s, 1e-9)
-        if self.stopped != "stop":
-            tail, hit = self.cut.feed(dec.flush())
-            tail += "" if hit else self.cut.pending
-            if hit:
-                self.stopped = "stop"
-            if tail:
-                self.text.append(tail)
-                yield tail
-        self.done = True
-
-    def _check_moved(self, s):
-        # One position per id recorded, or the runtime did something of its own.
-        if self.chat._known and lib.er_session_pos(s) != len(self.chat._cache):
-            self.chat._known = False
-
-    def _finish(self):
-        """Settles the conversation, once: a finished reply is appended; an
-        abandoned one as far as it came; one abandoned before its first token
-        takes the user message it came with back out."""
-        if self.settled:
-            return
-        self.settled = True
-        chat = self.chat
-        chat._sync()
-        if self.done or self.reply_ids:
-            chat._messages.append({"role": "assistant", "content": "".join(self.text)})
-            chat.totals["turns"] += 1
-        elif self.pushed and chat._messages:
-            chat._messages.pop()
-        if self.st is not None:
-            self.st["stopped"] = self.stopped if self.done else "interrupted"
-
-
-# ---------------------------------------------------------------- files
-
-def sidecar_path(path):
-    """Where the conversation of the session snapshot at `path` is kept."""
-    p = pathlib.Path(os.fspath(path))
-    return p.with_name(p.name + SIDECAR_SUFFIX)
-
-
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _write_atomic(path, data):
-    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise errors.FileAccessError(f"{path}: {e.strerror or e}", -2) from None
-    try:
-        fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _parse_sidecar(raw, side):
-    def bad(why):
-        return errors.CorruptModelError(f"{side}: not an edgerun chat conversation file ({why})", -3)
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise bad(f"not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
-        raise bad("no 'format': 'edgerun-chat'")
-    if doc.get("version") != _VERSION:
-        raise errors.UnsupportedError(
-            f"{side}: chat file version {doc.get('version')!r}; this edgerun reads version {_VERSION}", -4)
-    checks = {"model_fingerprint": str, "snapshot_sha256": str, "template": str, "variables": dict,
-              "messages": list, "tokens": list}
-    for key, typ in checks.items():
-        if not isinstance(doc.get(key), typ):
-            raise bad(f"'{key}' missing or not a {typ.__name__}")
-    if doc.get("tools") is not None and not isinstance(doc["tools"], list):
-        raise bad("'tools' is not a list")
-    if not all(isinstance(m, dict) for m in doc["messages"]):
-        raise bad("a message is not an object")
-    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in doc["tokens"]):
-        raise bad("a token id is not an integer >= 0")
-    if not isinstance(doc.get("totals", {}), dict):
-        raise bad("'totals' is not an object")
-    return doc
-
-
-# ---------------------------------------------------------------- one reply
 
 def chat(model, messages, chat_template=None, tools=None, variables=None, stream=False, **gen):
     """The model's reply to `messages` (text, or text pieces with stream=True)

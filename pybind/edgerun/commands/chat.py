@@ -189,7 +189,6 @@ def loop(chat, gen_kw, out=sys.stdout):
         except (errors.EdgerunError, ValueError) as e:
             if stream is not None:
                 stream.close()
-            if stream is not None:
                 out.write("\n")
             _error(out, error_line(e))
             continue
