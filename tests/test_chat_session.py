@@ -236,6 +236,8 @@ def test_no_template_says_how_to_pass_one(chat_gguf, ref):
         assert m.chat([_user("hello")], chat_template=CHATML) == ref.reply([_user("hello")])
         with pytest.raises(errors.ChatTemplateError, match="does not parse"):
             m.chat_session(chat_template="{% if %}")
+        with pytest.raises(errors.ChatTemplateError, match="no text at all"):
+            m.chat([_user("hello")], chat_template="{% if false %}x{% endif %}")
         with pytest.raises(errors.ChatTemplateError, match="nope"):
             m.chat([_user("hello")], chat_template="{{ raise_exception('nope') }}")
 

@@ -152,9 +152,10 @@ class Turn:
                 break
             check(rc)
             self._check_moved(s)
-            decode_s += time.perf_counter() - ta
+            dt = time.perf_counter() - ta
+            decode_s += dt
             n_decoded += 1
-            chat.totals["decode_s"] += time.perf_counter() - ta
+            chat.totals["decode_s"] += dt
             chat.totals["decoded"] += 1
             st["decode_ms"] = decode_s * 1e3
             st["decode_tokens_per_s"] = n_decoded / max(decode_s, 1e-9)

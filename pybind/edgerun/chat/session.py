@@ -157,6 +157,9 @@ class ChatSession:
             self._messages.append(message)
         try:
             ids = self.prompt_ids()
+            if not ids:
+                raise errors.ChatTemplateError("the chat template rendered the conversation as no text at all; "
+                                               "there is nothing for the model to reply to")
             if len(ids) >= self.n_ctx:
                 raise errors.ContextFullError(
                     f"the conversation is {len(ids)} tokens and the context holds {self.n_ctx}, with no room for a "
