@@ -116,6 +116,8 @@ PIP_REQS=(
   matplotlib
   # progress bars and tables on a terminal (edgerun/console.py)
   rich
+  # chat templates (edgerun.chat): the same sandboxed engine transformers uses
+  "jinja2>=3.1.6"
 )
 # pip_group NAME CHECK REQ...: installs REQ... unless the stamp for exactly this
 # list (and this Python) exists; CHECK is an import line run afterwards.
@@ -136,7 +138,7 @@ pip_group() {
   touch "$stamp"
 }
 
-pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml, rich' "${PIP_REQS[@]}"
+pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml, rich, jinja2' "${PIP_REQS[@]}"
 if [ "${EDGERUN_SETUP_BENCH:-0}" = "1" ]; then
   pip_group bench 'import llama_cpp, tiktoken, matplotlib' llama-cpp-python tiktoken matplotlib
 fi

@@ -99,6 +99,12 @@ class ConfigError(EdgerunError, ValueError):
         self.field = field
 
 
+class ChatTemplateError(EdgerunError, ValueError):
+    """A chat template that does not parse or fails while rendering (its own
+    raise_exception(...) included: the message is the template's), or a model
+    that carries none. Not a C status: raised by edgerun.chat."""
+
+
 class OtaError(EdgerunError):
     """An update bundle was refused (bad signature, damaged, for another board,
     older than allowed) or could not be installed; the active slot is untouched."""

@@ -390,3 +390,20 @@ class Model:
         self._stats["trace_events"] = n
         self._stats["output"] = out
         return events
+
+    # ------------------------------------------------------------ chat (edgerun.chat does the work)
+    def chat(self, messages, chat_template=None, tools=None, variables=None, stream=False, **gen):
+        """The model's reply to `messages` ([{"role": ..., "content": ...}]),
+        rendered with the file's chat template (or `chat_template` text), until
+        the end of its turn. Keywords and streaming as generate(); variables:
+        further template names (enable_thinking, ...). See edgerun.chat.chat."""
+        from .chat import chat
+        return chat(self, messages, chat_template=chat_template, tools=tools, variables=variables,
+                    stream=stream, **gen)
+
+    def chat_session(self, system=None, **kw):
+        """A multi-turn conversation on one runtime session that prefills only
+        what each turn adds: edgerun.chat.ChatSession (send, reply, reset,
+        save, load, stats)."""
+        from .chat import ChatSession
+        return ChatSession(self, system=system, **kw)

@@ -292,6 +292,14 @@ ER_API int er_session_reset(er_session *session);
 /* Seeds the sampler's RNG (xorshift-based; the same seed gives the same tokens). */
 ER_API int er_session_seed(er_session *session, uint64_t seed);
 
+/* Keeps the first n tokens of the session (0 <= n <= pos) and forgets the
+ * rest: the next er_decode appends at position n, over the forgotten rows. A
+ * chat re-rendering its conversation keeps the common prefix this way instead
+ * of prefilling it again. The last logits go with the forgotten tokens
+ * (er_sample gives ER_ESTATE until the next decode); RNG and stats are kept.
+ * n == pos changes nothing. Errors: ER_EINVAL (NULL, n < 0 or n > pos). */
+ER_API int er_session_truncate(er_session *session, int32_t n);
+
 /* Tokens in the KV cache, and the context size. */
 ER_API int er_session_pos(const er_session *session);
 ER_API int er_session_n_ctx(const er_session *session);

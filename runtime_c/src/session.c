@@ -52,6 +52,20 @@ int er_session_reset(er_session *s) {
     return ER_OK;
 }
 
+int er_session_truncate(er_session *s, int32_t n) {
+    if (!s) return er_fail(ER_EINVAL, "er_session_truncate: session is NULL");
+    if (n < 0 || n > s->pos)
+        return er_fail(ER_EINVAL, "er_session_truncate: %d tokens asked to keep, the session holds %d", n, s->pos);
+    /* Every cached row is addressed by its position alone, so the rows below
+     * n stay valid. A cache whose rows depend on later tokens (a ring that
+     * wrapped, a recurrent state) cannot be cut this way and must refuse. */
+    if (n < s->pos) {
+        s->pos = n;
+        s->has_logits = 0;
+    }
+    return ER_OK;
+}
+
 int er_session_seed(er_session *s, uint64_t seed) {
     if (!s) return er_fail(ER_EINVAL, "er_session_seed: session is NULL");
     /* splitmix64 of the seed, so seeds 0, 1, 2... give unrelated streams and

@@ -13,7 +13,7 @@ import sys
 
 from .. import __version__, errors
 
-COMMANDS = ("run", "info", "convert", "tokenize", "bench", "bench_tokenizer", "trace", "boards", "build", "test", "doctor", "sysroot",
+COMMANDS = ("run", "chat", "info", "convert", "tokenize", "bench", "bench_tokenizer", "trace", "boards", "build", "test", "doctor", "sysroot",
             "keygen", "package", "flash", "rollback")
 
 # What to do about each kind of failure, appended when the message has no advice of its own.
@@ -31,6 +31,7 @@ _HINTS = {
 EPILOG = """\
 commands:
   run       generate text (or ids) from a prompt, streamed as it comes
+  chat      talk to a model in the terminal (its chat template, multi-turn, streamed)
   info      hyper-parameters, tensor types, arena plan, ISA of a model
   convert   Hugging Face folder -> GGUF (f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)
   tokenize  text -> token ids with a model's tokenizer
