@@ -243,7 +243,7 @@ class _Service:
     async def models(self, request):
         return JSONResponse({"object": "list", "data": [self._model_card()]})
 
-    async def model(self, request):
+    async def model_card(self, request):
         self.check_model(request.path_params["name"])
         return JSONResponse(self._model_card())
 
@@ -284,7 +284,7 @@ def create_app(model, scheduler, metrics, model_id=None, chat_template=None, max
         Route("/v1/completions", _guard(svc, "/v1/completions", svc.completions), methods=["POST"]),
         Route("/v1/chat/completions", _guard(svc, "/v1/chat/completions", svc.chat_completions), methods=["POST"]),
         Route("/v1/models", _guard(svc, "/v1/models", svc.models), methods=["GET"]),
-        Route("/v1/models/{name:path}", _guard(svc, "/v1/models/{name}", svc.model), methods=["GET"]),
+        Route("/v1/models/{name:path}", _guard(svc, "/v1/models/{name}", svc.model_card), methods=["GET"]),
         Route("/health", _guard(svc, "/health", svc.health), methods=["GET"]),
         Route("/metrics", _guard(svc, "/metrics", svc.prometheus), methods=["GET"]),
     ]

@@ -1,0 +1,122 @@
+"""`edgerun serve` through the official openai client on loopback: completions
+and chat, plain and streamed (the same text), stop strings, max_tokens, seeds,
+usage, the model list, /health and /metrics; prefix reuse of a slot's cache;
+the CLI verb starts a server that answers."""
+import httpx
+import pytest
+
+from serve_helpers import PLAIN_TEMPLATE, client, metric, need_serve, served, served_process
+
+openai = need_serve()
+MODEL = "edgerun-add"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with served(parallel=4, chat_template=PLAIN_TEMPLATE) as (srv, base):
+        yield srv, base
+
+
+@pytest.fixture(scope="module")
+def api(server):
+    return client(server[1])
+
+
+def test_models_and_health(server, api):
+    srv, base = server
+    assert [m.id for m in api.models.list().data] == [MODEL]
+    assert api.models.retrieve(MODEL).id == MODEL
+    h = httpx.get(f"{base}/health").json()
+    assert h["status"] == "ok" and h["slots"] == 4 and h["queue"] == 0
+
+
+def test_completion_plain_equals_stream(api):
+    import edgerun
+    with edgerun.Model() as m:
+        direct = m.generate("0012+0034=", max_tokens=8)
+    r = api.completions.create(model=MODEL, prompt="0012+0034=", max_tokens=8, temperature=0)
+    assert r.choices[0].text == direct == "64000"
+    assert r.choices[0].finish_reason == "stop"
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (12, 5)
+    pieces = [c.choices[0].text for c in api.completions.create(model=MODEL, prompt="0012+0034=", max_tokens=8,
+                                                                   temperature=0, stream=True)]
+    assert "".join(pieces) == r.choices[0].text
+    assert len([p for p in pieces if p]) == 5            # one piece per token, as they came
+
+
+def test_chat_plain_equals_stream(api):
+    msgs = [{"role": "user", "content": "0456+0123="}]
+    r = api.chat.completions.create(model=MODEL, messages=msgs, temperature=0)
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].message.content == "97500"          # 579, digits reversed
+    assert r.choices[0].finish_reason == "stop"
+    chunks = list(api.chat.completions.create(model=MODEL, messages=msgs, temperature=0, stream=True,
+                                              stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == r.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage.completion_tokens == r.usage.completion_tokens == 5
+
+
+def test_stop_and_max_tokens(api):
+    r = api.completions.create(model=MODEL, prompt="0012+0034=", max_tokens=8, temperature=0, stop=["0"])
+    assert (r.choices[0].text, r.choices[0].finish_reason) == ("64", "stop")
+    s = api.completions.create(model=MODEL, prompt="0012+0034=", max_tokens=8, temperature=0, stop="40", stream=True)
+    assert "".join(c.choices[0].text for c in s) == "6"
+    r = api.completions.create(model=MODEL, prompt="0012+0034=", max_tokens=2, temperature=0)
+    assert (r.choices[0].text, r.choices[0].finish_reason, r.usage.completion_tokens) == ("64", "length", 2)
+    # The embedded model's context is 64 tokens: ignore_eos runs it to the end.
+    r = api.completions.create(model=MODEL, prompt="0012+0034=", temperature=0, max_tokens=52,
+                               extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 52
+
+
+def test_seeded_sampling_repeats(api):
+    kw = dict(model=MODEL, prompt="0012+0034=", max_tokens=20, temperature=1.5, extra_body={"ignore_eos": True})
+    a = api.completions.create(seed=7, **kw).choices[0].text
+    b = "".join(c.choices[0].text for c in api.completions.create(seed=7, stream=True, **kw))
+    others = {api.completions.create(seed=s, **kw).choices[0].text for s in range(8, 14)}
+    assert a == b
+    assert len(others | {a}) > 1          # the seed is used: other seeds give other samples
+
+
+def test_slot_reuses_the_cached_prefix(server, api):
+    """A prompt that extends what a slot's cache holds prefills only the new
+    tokens (usage.prompt_tokens_details.cached_tokens)."""
+    first = api.completions.create(model=MODEL, prompt="0777+0111=", max_tokens=8, temperature=0)
+    assert first.choices[0].text == "88800"
+    # The slot holds the prompt (BOS, the SentencePiece space, 10 characters)
+    # and the 5 answer digits it decoded; the next prompt is that text plus one.
+    second = api.completions.create(model=MODEL, prompt="0777+0111=88800" + "0", max_tokens=1, temperature=0,
+                                    extra_body={"ignore_eos": True})
+    assert second.usage.prompt_tokens == 18
+    assert second.usage.prompt_tokens_details.cached_tokens == 17
+    assert metric(server[1], "prompt_tokens_reused_total") >= 17
+
+
+def test_metrics_text(server, api):
+    base = server[1]
+    api.completions.create(model=MODEL, prompt="0001+0001=", max_tokens=8, temperature=0)
+    text = httpx.get(f"{base}/metrics").text
+    for name in ("requests_total", "generation_tokens_total", "prompt_tokens_total", "queue_depth", "slots_busy",
+                 "time_to_first_token_seconds_bucket", "time_per_output_token_seconds_count",
+                 "request_duration_seconds_sum", "queue_wait_seconds_count"):
+        assert f"edgerun_{name}" in text, name
+    assert metric(base, "requests_total", code="200", endpoint="/v1/completions") >= 1
+    assert metric(base, "slots_total") == 4
+    assert metric(base, "generation_tokens_total") >= 5
+    assert 'le="+Inf"' in text
+
+
+def test_cli_serve_answers(tmp_path):
+    """`edgerun serve` (no model: the embedded one) in a process of its own."""
+    tpl = tmp_path / "plain.jinja"
+    tpl.write_text(PLAIN_TEMPLATE)
+    with served_process("--parallel", "2", "--threads", "1", "--chat-template", tpl) as (proc, base):
+        api = client(base)
+        assert [m.id for m in api.models.list().data] == [MODEL]
+        r = api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "0012+0034="}],
+                                        temperature=0)
+        assert r.choices[0].message.content == "64000"
+        assert httpx.get(f"{base}/health").json()["slots"] == 2
