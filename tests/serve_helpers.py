@@ -87,13 +87,25 @@ def served_process(*args, timeout=60):
             proc.wait()
 
 
+_http = None
+
+
+def http():
+    """One httpx client for all tests: a new one builds an SSL context
+    (~0.1 s) even for plain http."""
+    global _http
+    if _http is None:
+        import httpx
+        _http = httpx.Client(timeout=30)
+    return _http
+
+
 def metric(base, name, **labels):
     """A sample's value from GET /metrics (0.0 when absent)."""
-    import httpx
     want = "edgerun_" + name
     if labels:
         want += "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
-    for line in httpx.get(f"{base}/metrics", timeout=10).text.splitlines():
+    for line in http().get(f"{base}/metrics").text.splitlines():
         if line.startswith(want + " "):
             return float(line.split()[-1])
     return 0.0
