@@ -33,6 +33,10 @@ log = logging.getLogger("edgerun.serve")
 MAX_BODY = 1 << 20                 # bytes; a request body larger than this is refused (413)
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 RETRY_AFTER_S = 1
+# Prompts up to this size (characters of JSON) are rendered and tokenized on
+# the event loop: tens of microseconds, less than a hop to the thread pool.
+# Larger ones go to the pool, so a megabyte prompt does not stall other clients.
+INLINE_PROMPT_CHARS = 4096
 
 
 class _Service:
@@ -124,14 +128,20 @@ class _Service:
         body = await self.read_json(request)
         gp, prompt = params.chat(body) if kind == "chat" else params.completion(body)
         self.check_model(gp.model)
-        ids = await run_in_threadpool(self.prompt_ids, kind, prompt)
+        if len(json.dumps(prompt)) > INLINE_PROMPT_CHARS:
+            ids = await run_in_threadpool(self.prompt_ids, kind, prompt)
+        else:
+            ids = self.prompt_ids(kind, prompt)
         max_tokens = self.budget(kind, ids, gp.max_tokens)
 
         loop = asyncio.get_running_loop()
         events = asyncio.Queue()
 
         def emit(ev):
-            loop.call_soon_threadsafe(events.put_nowait, ev)
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, ev)
+            except RuntimeError:         # the event loop is closed: the server is stopping
+                job.cancel()
 
         job = Job(ids, max_tokens, gp.temperature, gp.top_p, gp.seed, gp.stop, emit, ignore_eos=gp.ignore_eos)
         try:

@@ -22,10 +22,7 @@ def can_truncate():
     """True when the library cuts a session's KV cache back to a prefix
     (er_session_truncate). Without it a slot reuses its cache only when the
     new prompt extends everything the cache holds, and starts over otherwise."""
-    try:
-        return hasattr(lib, "er_session_truncate")
-    except Exception:        # cffi raises its own error for a name the header lacks
-        return False
+    return hasattr(lib, "er_session_truncate")      # cffi: only names the header declares
 
 
 __all__ = ["errors", "check", "ffi", "lib", "model_template", "render", "special_tokens", "compile_template",

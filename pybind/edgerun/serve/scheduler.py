@@ -25,12 +25,15 @@ er_decode succeeds.
 """
 import collections
 import itertools
+import logging
 import threading
 import time
 
 from .binding import check, errors, ffi, lib, sampling
 from .slots import Slot
 from .text import TextOut
+
+log = logging.getLogger("edgerun.serve")
 
 
 class QueueFull(Exception):
@@ -167,7 +170,10 @@ class Scheduler:
                         self._cv.wait()
                         continue
                 work = self._plan()
-                self.step(work)
+                try:
+                    self.step(work)
+                except Exception as e:    # noqa: BLE001 -- a bug here must not stop the server
+                    self._fail_step(work, e)
         finally:
             with self._cv:
                 for job in list(self._queue):
@@ -253,6 +259,19 @@ class Scheduler:
                 if job.pending:
                     continue            # more prompt to prefill: no logits wanted yet
             self._sample(slot, job)
+
+    def _fail_step(self, work, exc):
+        """Ends the jobs of a step that raised; their slots start over (what
+        their caches hold is unknown)."""
+        log.exception("a scheduler step failed")
+        with self._cv:
+            for slot, _ in work:
+                if slot.job is not None:
+                    self._end(slot.job, slot, "error", f"{type(exc).__name__}: {exc}")
+                try:
+                    slot.clear()
+                except errors.EdgerunError:
+                    slot.cache = []
 
     def _sample(self, slot, job):
         tok = ffi.new("int32_t *")
