@@ -120,3 +120,37 @@ def test_cli_serve_answers(tmp_path):
                                         temperature=0)
         assert r.choices[0].message.content == "64000"
         assert httpx.get(f"{base}/health").json()["slots"] == 2
+
+
+def _device_root(tmp_path, budget_mib=256):
+    """A device root with one active slot whose edgerun.yaml names the embedded model."""
+    import os
+
+    import edgerun
+    from edgerun import device_config
+    slot = tmp_path / "rootfs-a"
+    slot.mkdir()
+    cfg = device_config.make(edgerun.default_model_path(), "0012+0034=", "64000", root=str(tmp_path),
+                             budget_mib=budget_mib)
+    (slot / device_config.FILE_NAME).write_text(cfg.to_yaml())
+    os.symlink("rootfs-a", tmp_path / "current")
+    return tmp_path
+
+
+def test_serve_device_config(tmp_path):
+    """`edgerun serve --config ROOT`: the active slot's model, arena planned for the slots."""
+    root = _device_root(tmp_path)
+    with served_process("--config", root, "--parallel", "3") as (proc, base):
+        r = client(base).completions.create(model=MODEL, prompt="0012+0034=", max_tokens=8, temperature=0)
+        assert r.choices[0].text == "64000"
+        assert httpx.get(f"{base}/health").json()["slots"] == 3
+
+
+def test_serve_device_config_budget(tmp_path):
+    import edgerun
+    from edgerun.serve.device import open_model
+    root = _device_root(tmp_path, budget_mib=0.5)
+    with pytest.raises(edgerun.errors.ConfigError, match="arena.budget_mib: serving edgerun-add.gguf with 4 slot"):
+        open_model(root, 4)
+    with pytest.raises(edgerun.errors.FileAccessError, match="no active slot"):
+        open_model(tmp_path / "rootfs-a", 1)

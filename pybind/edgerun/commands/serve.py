@@ -10,6 +10,7 @@ examples:
   edgerun serve model.gguf --parallel 4 --ctx 2048
   edgerun serve model.gguf --host 0.0.0.0 --port 8000 --queue 32
   edgerun serve model.gguf --chat-template chat.jinja
+  edgerun serve --config /opt/edgerun --host 0.0.0.0  # on a device: the active slot's model
 
   curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\
        -d '{"model": "edgerun-add", "prompt": "0012+0034=", "max_tokens": 8, "temperature": 0}'
@@ -44,6 +45,10 @@ def register(sub):
                    help="the model's name in the API (default: the file name without .gguf)")
     p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
                    help="largest request body accepted (default 1 MiB)")
+    p.add_argument("--config", metavar="YAML|ROOT", default=None,
+                   help="on a device: serve the model that edgerun.yaml names, with its threads, pinning, context "
+                        "and arena budget; a device root folder (/opt/edgerun) means its active, health-checked "
+                        "slot's edgerun.yaml (ROOT/current/edgerun.yaml)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     add_model_options(p)
     p.set_defaults(func=main)
@@ -61,7 +66,14 @@ def main(args):
     template = None
     if args.chat_template is not None:
         template = pathlib.Path(args.chat_template).read_text(encoding="utf-8")
-    with Model(args.model, n_sessions=args.parallel, **model_kwargs(args)) as m:
+    if args.config is not None:
+        if args.model is not None:
+            raise ValueError("with --config the model is the one edgerun.yaml names (model.path); drop MODEL")
+        from ..serve.device import open_model
+        opened, _cfg = open_model(args.config, args.parallel)
+    else:
+        opened = Model(args.model, n_sessions=args.parallel, **model_kwargs(args))
+    with opened as m:
         server = Server(m, parallel=args.parallel, queue_size=args.queue, prefill_chunk=args.prefill_chunk,
                         model_id=args.model_id, chat_template=template, max_body=args.max_body)
         print(f"edgerun serve: {m.path.name} as {server.app.state.service.model_id!r}, {args.parallel} slot(s) "
