@@ -269,10 +269,10 @@ bench: build
 # `edgerun serve` on the 110M shape (Q4_0, n_ctx 1024), in-process on loopback
 # (scripts/bench_serve.py): aggregate tokens/s of 1, 2 and 4 streaming clients,
 # then the burst test -- 3 clients generate while a 1,000-token prompt arrives
-# every 10 s -- at two prefill chunk sizes: the clients' per-token p99 during
-# the bursts over the baseline. ~5 min on 2 cores; writes $(BENCH_DIR)/serve.json.
+# every 10 s -- with the prompt's chunks held to 0.5 of the decode work per step
+# and not held (100): the clients' per-token p99 during the bursts over the baseline. ~5 min on 2 cores; writes $(BENCH_DIR)/serve.json.
 SERVE_MODEL := $(BENCH_DIR)/llama110m-q4_0.gguf
-SERVE_BENCH_ARGS ?= --threads 1 --prefill-chunk 32 8
+SERVE_BENCH_ARGS ?= --threads 1 --prefill-share 0.5 100
 .PHONY: bench-serve soak-serve
 bench-serve: build
 	test -f $(SERVE_MODEL) || $(PY) scripts/make_bench_model.py $(SERVE_MODEL) --type q4_0 --shape 110m

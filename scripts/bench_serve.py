@@ -17,9 +17,10 @@ are streaming HTTP clients in threads, timing each token as it arrives.
    seconds for --bursts bursts. Reported: the generating clients' per-token
    latency (time between two streamed tokens) p50 / p99 in the baseline and
    during the bursts, and the p99 ratio (the issue's target: <= 1.5). The
-   long prompt is prefilled --prefill-chunk tokens per scheduler step
-   between the others' decode steps; try several chunk sizes: smaller is
-   fairer to the running clients and slower for the long prompt.
+   long prompt is prefilled in chunks between the others' decode steps, each
+   chunk taking at most --prefill-share of the time of their decode tokens
+   (at most --prefill-chunk tokens); one burst test per share given: smaller
+   is fairer to the running clients and slower for the long prompt.
 
 Needs a model with a context of at least --burst-tokens + 1; `make
 bench-serve` makes build/bench/llama110m-q4_0.gguf (the 110M shape, Q4_0,
@@ -150,7 +151,8 @@ def main():
     ap.add_argument("--burst-tokens", type=int, default=1000)
     ap.add_argument("--interval", type=float, default=10.0)
     ap.add_argument("--bursts", type=int, default=3)
-    ap.add_argument("--prefill-chunk", type=int, nargs="+", default=[32], help="one burst test per value")
+    ap.add_argument("--prefill-chunk", type=int, default=64, help="the most prompt tokens per step")
+    ap.add_argument("--prefill-share", type=float, nargs="+", default=[0.5], help="one burst test per value")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-burst", action="store_true")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
@@ -173,9 +175,9 @@ def main():
         long_ids = filler[:args.burst_tokens]
         print(f"bench_serve: {path.name}, {args.threads} thread(s), {args.parallel} slots, n_ctx {m.n_ctx}, "
               f"isa {m.isa}")
-        chunks = args.prefill_chunk
-        for i, chunk in enumerate(chunks):
-            srv = Server(m, parallel=args.parallel, queue_size=8, prefill_chunk=chunk)
+        for i, share in enumerate(args.prefill_share):
+            srv = Server(m, parallel=args.parallel, queue_size=8, prefill_chunk=args.prefill_chunk,
+                         prefill_share=share)
             port = srv.start_in_thread()
             base = f"http://127.0.0.1:{port}"
             try:
@@ -191,9 +193,10 @@ def main():
                 if not args.skip_burst:
                     res = burst(base, m.path.stem, prompt, long_ids, args.seconds, args.interval, args.bursts,
                                 args.gen_tokens)
-                    res["prefill_chunk"] = chunk
+                    res["prefill_chunk"] = args.prefill_chunk
+                    res["prefill_share"] = share
                     out.setdefault("burst", []).append(res)
-                    print(f"  burst (prefill chunk {chunk}): per-token p50/p99 {res['baseline']['p50_ms']:.1f}/"
+                    print(f"  burst (prefill share {share:g}): per-token p50/p99 {res['baseline']['p50_ms']:.1f}/"
                           f"{res['baseline']['p99_ms']:.1f} ms -> {res['burst']['p50_ms']:.1f}/"
                           f"{res['burst']['p99_ms']:.1f} ms during {args.burst_tokens}-token prompts: "
                           f"p99 x{res['p99_ratio']:.2f} (target <= 1.5); the long prompt took "

@@ -37,8 +37,12 @@ def register(sub):
                    help="slots: requests generating at once, each with its own KV cache (default 1)")
     p.add_argument("--queue", type=int, default=16, metavar="N",
                    help="requests that may wait for a slot; more get 429 (default 16)")
-    p.add_argument("--prefill-chunk", type=int, default=32, metavar="N",
-                   help="prompt tokens prefilled per scheduler step, between other slots' decode steps (default 32)")
+    p.add_argument("--prefill-chunk", type=int, default=64, metavar="N",
+                   help="the most prompt tokens prefilled per scheduler step (default 64)")
+    p.add_argument("--prefill-share", type=float, default=0.5, metavar="F",
+                   help="while other slots generate, a step's prompt chunk takes at most F x the time of their "
+                        "decode tokens, so a long prompt raises their per-token latency by about F at most "
+                        "(default 0.5)")
     p.add_argument("--chat-template", metavar="FILE", default=None,
                    help="Jinja chat template (default: the model file's tokenizer.chat_template)")
     p.add_argument("--model-id", default=None, metavar="NAME",
@@ -57,6 +61,8 @@ def register(sub):
 def main(args):
     from ..model import Model
     from ..serve import Server
+    if not 0 < args.prefill_share <= 100:
+        raise ValueError(f"--prefill-share must be in (0, 100], got {args.prefill_share}")
     for name in ("parallel", "port", "queue", "prefill_chunk", "max_body"):
         v = getattr(args, name)
         lo = 0 if name in ("port", "queue") else 1
@@ -75,6 +81,7 @@ def main(args):
         opened = Model(args.model, n_sessions=args.parallel, **model_kwargs(args))
     with opened as m:
         server = Server(m, parallel=args.parallel, queue_size=args.queue, prefill_chunk=args.prefill_chunk,
+                        prefill_share=args.prefill_share,
                         model_id=args.model_id, chat_template=template, max_body=args.max_body)
         print(f"edgerun serve: {m.path.name} as {server.app.state.service.model_id!r}, {args.parallel} slot(s) "
               f"of {m.n_ctx} tokens, on http://{args.host}:{args.port}/v1", flush=True)

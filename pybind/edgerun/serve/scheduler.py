@@ -3,12 +3,17 @@ through a bounded queue, and their output leaves through each job's emit().
 
 Each turn of the loop is one STEP over the busy slots:
   * a slot that is generating contributes one token (the one it sampled last);
-  * slots still prefilling share a budget of `prefill_chunk` prompt tokens per
-    step, oldest job first.
+  * slots still prefilling share a budget of prompt tokens, oldest job first.
 So a 1,000-token prompt is prefilled over many steps, and between two of its
 chunks every generating slot advances one token: a long prompt delays the
-others' next token by one chunk, never by the whole prompt. After the step,
-each slot whose logits are new samples its next token and the job is told.
+others' next token by one chunk, never by the whole prompt.
+
+The budget is set in time, not tokens: a step's prompt chunk may take at
+most `prefill_share` of the time its decode tokens take (measured: moving
+averages of seconds per decode token and per prompt token), so the running
+clients' per-token latency rises by at most about that share while a long
+prompt comes in; at most `prefill_chunk` tokens, at least one. With no slot
+generating, a prompt gets the whole `prefill_chunk` every step.
 
 step() is where the batched decode goes. Today it calls er_decode once per
 slot. When the runtime has er_decode_batch (one forward step for several
@@ -81,11 +86,11 @@ class Scheduler:
     """parallel slots over `model` (opened with n_sessions >= parallel),
     queue_size jobs waiting at most. metrics: a Metrics (or None)."""
 
-    def __init__(self, model, parallel=1, queue_size=16, prefill_chunk=32, metrics=None):
-        if parallel < 1 or queue_size < 0 or prefill_chunk < 1:
+    def __init__(self, model, parallel=1, queue_size=16, prefill_chunk=64, prefill_share=0.5, metrics=None):
+        if parallel < 1 or queue_size < 0 or prefill_chunk < 1 or not prefill_share > 0:
             raise errors.InvalidArgumentError(
-                f"parallel >= 1, queue_size >= 0 and prefill_chunk >= 1, got {parallel}, {queue_size}, "
-                f"{prefill_chunk}", -1)
+                f"parallel >= 1, queue_size >= 0, prefill_chunk >= 1 and prefill_share > 0, got {parallel}, "
+                f"{queue_size}, {prefill_chunk}, {prefill_share}", -1)
         self.model = model
         self.tokenizer = model.tokenizer
         self.vocab = model._vocab
@@ -93,6 +98,9 @@ class Scheduler:
         self.parallel = int(parallel)
         self.queue_size = int(queue_size)
         self.prefill_chunk = int(prefill_chunk)
+        self.prefill_share = float(prefill_share)
+        self._s_decode = None          # moving average: seconds per decode token (one er_decode of 1 id)
+        self._s_prompt = None          # moving average: seconds per prompt token in a prefill chunk
         self.metrics = metrics
         self._cv = threading.Condition()
         self._queue = collections.deque()
@@ -224,13 +232,31 @@ class Scheduler:
         prefill budget, oldest job first."""
         busy = sorted((s for s in self.slots if s.job is not None), key=lambda s: s.job.t_start)
         work = [(s, [s.job.next_id]) for s in busy if not s.job.pending]
-        budget = self.prefill_chunk
+        budget = self.prefill_budget(len(work))
         for s in busy:
             if s.job.pending and budget > 0:
                 n = min(budget, len(s.job.pending))
                 work.append((s, s.job.pending[:n]))
                 budget -= n
         return work
+
+    def prefill_budget(self, n_decode):
+        """Prompt tokens for a step that also decodes n_decode tokens."""
+        if n_decode == 0:
+            return self.prefill_chunk
+        if self._s_decode is None or self._s_prompt is None:
+            return min(8, self.prefill_chunk)      # a small first chunk, to measure with
+        n = int(self.prefill_share * n_decode * self._s_decode / self._s_prompt)
+        return max(1, min(self.prefill_chunk, n))
+
+    def _timed(self, n, seconds):
+        # Moving averages over about the last 16 calls: long enough to ride out
+        # one slow step, short enough to follow a context that grows.
+        if n == 1:
+            self._s_decode = seconds if self._s_decode is None else self._s_decode + (seconds - self._s_decode) / 16
+        else:
+            per = seconds / n
+            self._s_prompt = per if self._s_prompt is None else self._s_prompt + (per - self._s_prompt) / 16
 
     # ------------------------------------------------------------ one step
     def step(self, work):
@@ -239,11 +265,16 @@ class Scheduler:
         er_decode_batch plugs in HERE: replace the per-slot er_decode loop
         with one call taking every slot's session and ids (a prefill chunk or
         one decode token each); on success every slot's ids are appended to
-        its cache exactly as below, and the sampling loop stays as it is."""
+        its cache exactly as below, and the sampling loop stays as it is.
+        The timing then becomes one measurement per step: the step's time
+        with and without its prompt chunk is what prefill_budget() needs
+        (a chunk riding along a batched step costs far less than alone)."""
         done = []
         for slot, ids in work:
             arr = ffi.new("int32_t[]", ids)
+            t0 = time.perf_counter()
             rc = lib.er_decode(slot.ptr, arr, len(ids), ffi.NULL)
+            self._timed(len(ids), time.perf_counter() - t0)
             if rc < 0:
                 msg = ffi.string(lib.er_last_error()).decode("utf-8", "replace")
                 slot.clear()

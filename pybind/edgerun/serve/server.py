@@ -24,16 +24,18 @@ class Server:
     """The HTTP server over an opened model (opened with n_sessions >= parallel).
 
     parallel: slots (requests generating at once); queue_size: requests that
-    may wait for a slot before new ones get 429; prefill_chunk: prompt tokens
-    per scheduler step (smaller: fairer to running requests, larger: faster
+    may wait for a slot before new ones get 429; prefill_chunk: the most
+    prompt tokens per scheduler step; prefill_share: while other slots
+    generate, a step's prompt chunk takes at most this share of the time of
+    their decode tokens (smaller: fairer to running requests, larger: faster
     long prompts); max_body: bytes of a request body."""
 
-    def __init__(self, model, parallel=1, queue_size=16, prefill_chunk=32, model_id=None, chat_template=None,
-                 max_body=MAX_BODY):
+    def __init__(self, model, parallel=1, queue_size=16, prefill_chunk=64, prefill_share=0.5, model_id=None,
+                 chat_template=None, max_body=MAX_BODY):
         self.model = model
         self.metrics = Metrics()
         self.scheduler = Scheduler(model, parallel=parallel, queue_size=queue_size, prefill_chunk=prefill_chunk,
-                                   metrics=self.metrics)
+                                   prefill_share=prefill_share, metrics=self.metrics)
         try:
             self.app = create_app(model, self.scheduler, self.metrics, model_id=model_id,
                                   chat_template=chat_template, max_body=max_body)
