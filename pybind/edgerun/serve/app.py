@@ -143,7 +143,8 @@ class _Service:
             except RuntimeError:         # the event loop is closed: the server is stopping
                 job.cancel()
 
-        job = Job(ids, max_tokens, gp.temperature, gp.top_p, gp.seed, gp.stop, emit, ignore_eos=gp.ignore_eos)
+        job = Job(ids, max_tokens, gp.temperature, gp.top_p, gp.seed, gp.stop, emit, ignore_eos=gp.ignore_eos,
+                  continuing=kind != "chat")
         try:
             self.scheduler.submit(job)
         except QueueFull as e:

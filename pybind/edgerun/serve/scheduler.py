@@ -54,7 +54,7 @@ class Job:
 
     _ids = itertools.count(1)
 
-    def __init__(self, ids, max_tokens, temperature, top_p, seed, stops, emit, ignore_eos=False):
+    def __init__(self, ids, max_tokens, temperature, top_p, seed, stops, emit, ignore_eos=False, continuing=True):
         self.id = next(Job._ids)
         self.ids = list(ids)
         self.max_tokens = int(max_tokens)
@@ -63,6 +63,7 @@ class Job:
         self.seed = seed
         self.stops = list(stops)
         self.ignore_eos = bool(ignore_eos)
+        self.continuing = bool(continuing)     # the text continues the prompt (completions), see TextOut
         self.emit = emit
         self.cancelled = False
         # scheduler state
@@ -156,10 +157,15 @@ class Scheduler:
 
     def _main(self):
         try:
-            self.slots = [Slot(self.model, i) for i in range(self.parallel)]
+            for i in range(self.parallel):
+                self.slots.append(Slot(self.model, i))
         except BaseException as e:      # noqa: BLE001 -- reported to the constructor
             for s in self.slots:
                 s.close()
+            if isinstance(e, errors.BusyError):
+                e = errors.InvalidArgumentError(
+                    f"{self.parallel} slots need {self.parallel} free sessions of the model, and only "
+                    f"{len(self.slots)} were; open it with n_sessions >= parallel", -1)
             self._startup_error = e
             self._ready.set()
             return
@@ -214,7 +220,7 @@ class Scheduler:
                 if job.seed is not None:
                     slot.session.seed(job.seed)
                 job.params = sampling(job.temperature, job.top_p)
-                job.out = TextOut(self.tokenizer, job.stops)
+                job.out = TextOut(self.tokenizer, job.stops, job.continuing)
             except errors.EdgerunError as e:
                 slot.clear()
                 self._end(job, None, "error", str(e))

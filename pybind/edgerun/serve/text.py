@@ -30,13 +30,16 @@ class StopCut:
 
 
 class TextOut:
-    """Pieces of one reply. The reply continues a prompt, so the first token
-    keeps its leading space (SentencePiece drops it only at the start of a
-    text), as the prompt + reply read together would show it."""
+    """Pieces of one reply. continuing=True (completions): the text continues
+    the prompt, so the first token keeps its leading space (SentencePiece
+    drops it only at the start of a text) and prompt + completion read as
+    the whole. continuing=False (chat): the reply is a message of its own and
+    starts as `edgerun chat` starts it."""
 
-    def __init__(self, tokenizer, stops):
+    def __init__(self, tokenizer, stops, continuing=True):
         self.dec = tokenizer.stream_decoder()
-        self.dec._state.n_emitted = 1
+        if continuing:
+            self.dec._state.n_emitted = 1
         self.cut = StopCut(stops)
 
     def feed(self, token):
