@@ -69,7 +69,7 @@ def test_malformed_json(base, raw):
     ({"stream": "yes"}, "stream"), ({"stop": 5}, "stop"), ({"stop": ["a"] * 5}, "stop"), ({"stop": ["x" * 300]}, "stop"),
     ({"n": 2}, "n"), ({"echo": True}, "echo"), ({"logprobs": 3}, "logprobs"), ({"presence_penalty": 1}, "presence_penalty"),
     ({"model": 7}, "model"), ({"model": None}, "model"), ({"stream_options": {"include_usage": True}}, "stream_options"),
-    ({"ignore_eos": 1}, "ignore_eos"),
+    ({"ignore_eos": 1}, "ignore_eos"), ({"prompt": "0012\ud800"}, "prompt"), ({"stop": ["\udfff"]}, "stop"),
 ])
 def test_wrong_field_types_and_values(base, patch, param):
     body = {**GOOD, **patch}
@@ -116,7 +116,7 @@ def test_prompt_longer_than_the_context(base):
 
 @pytest.mark.parametrize("messages", [None, [], "hi", [{"content": "x"}], [{"role": "wizard", "content": "x"}],
                                       [{"role": "user", "content": 5}], [{"role": "user", "content": [{"type": "image_url"}]}],
-                                      ["user"]])
+                                      ["user"], [{"role": "user", "content": "lone \ud83d surrogate"}]])
 def test_bad_chat_messages(base, messages):
     body = {"model": MODEL, "messages": messages}
     err = assert_error(post(base, "/v1/chat/completions", body))
@@ -165,7 +165,7 @@ def test_random_bodies_never_500(base):
     """A bounded fuzz: 300 bodies mixing valid and invalid values per field."""
     rng = random.Random(27)
     values = [None, True, -1, 0, 1, 3, 2 ** 40, 0.5, -0.0, "x", "", "0012+0034=", [], [1, 2], ["a"], {}, {"a": 1},
-              [[1]], "\u0000", "\ud7ff" * 3]
+              [[1]], "\u0000", "\ud7ff" * 3, "\ud800"]
     fields = ["model", "prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "n",
               "stream_options", "ignore_eos", "max_completion_tokens"]
     for i in range(300):

@@ -53,19 +53,20 @@ class _Service:
         # The template is fetched and compiled once: a broken one fails at
         # startup; a model without one serves completions, and chat requests
         # get the reason as a 400.
-        self.template, self.template_error = None, None
         if self.tokenizer is None:
-            self.template_error = f"{model.path.name} has no tokenizer; this server needs text in and out"
-        else:
-            try:
-                self.template = model_template(model, chat_template)
-                compile_template(self.template)
-                self.specials = special_tokens(model)
-            except errors.ChatTemplateError as e:
-                if chat_template is not None:
-                    raise
-                self.template_error = str(e).replace("`edgerun chat MODEL --chat-template FILE`",
-                                                     "`edgerun serve MODEL --chat-template FILE`")
+            raise errors.UnsupportedError(
+                f"{model.path.name} has no tokenizer, and the API is text in and out; use a GGUF file with "
+                "tokenizer.ggml.* metadata", -4)
+        self.template, self.template_error = None, None
+        try:
+            self.template = model_template(model, chat_template)
+            compile_template(self.template)
+            self.specials = special_tokens(model)
+        except errors.ChatTemplateError as e:
+            if chat_template is not None:
+                raise
+            self.template_error = str(e).replace("`edgerun chat MODEL --chat-template FILE`",
+                                                 "`edgerun serve MODEL --chat-template FILE`")
 
     # ------------------------------------------------------------ helpers
     async def read_json(self, request):
@@ -88,7 +89,7 @@ class _Service:
                               param="model", code="model_not_found")
 
     def prompt_ids(self, kind, prompt):
-        """Runs on the thread pool: template + tokenizer -> ids."""
+        """Template + tokenizer -> ids (on the thread pool for a large prompt)."""
         if kind == "chat":
             if self.template is None:
                 raise bad_request(self.template_error, param="messages", code="no_chat_template")
@@ -98,8 +99,6 @@ class _Service:
                 raise bad_request(f"the chat template refused the messages: {e}", param="messages") from None
             return self.tokenizer.encode(text, add_special=False, parse_special=True)
         if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise bad_request(self.template_error, param="prompt")
             return self.tokenizer.encode(prompt, add_special=True)
         bad = [t for t in prompt if not 0 <= t < self.n_vocab]
         if bad:

@@ -43,6 +43,16 @@ def _is_num(v):
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
 
+def _unicode(v, param):
+    """JSON can carry a lone UTF-16 surrogate ("\\ud800"), which is no character
+    and has no UTF-8 form: refused here, before the tokenizer sees it."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad_request(f"'{param}' is not valid Unicode (it holds a lone surrogate)", param=param) from None
+    return v
+
+
 def _number(body, name, default, lo, hi):
     v = body.get(name)
     if v is None:
@@ -97,6 +107,8 @@ def common(body, max_tokens_keys=("max_tokens",)):
     if len(stop) > MAX_STOPS or any(len(s) > MAX_STOP_CHARS for s in stop):
         raise bad_request(f"'stop' takes at most {MAX_STOPS} strings of at most {MAX_STOP_CHARS} characters",
                           param="stop")
+    for s in stop:
+        _unicode(s, "stop")
     stream = _bool(body, "stream")
     opts = body.get("stream_options")
     include_usage = False
@@ -131,6 +143,7 @@ def completion(body):
     if isinstance(prompt, str):
         if not prompt:
             raise bad_request("'prompt' is empty", param="prompt")
+        _unicode(prompt, "prompt")
     elif isinstance(prompt, list) and prompt and all(_is_int(t) for t in prompt):
         pass
     elif isinstance(prompt, list) and len(prompt) > 1:
@@ -177,9 +190,9 @@ def chat(body):
         if role not in ROLES:
             raise bad_request(f"messages[{i}].role must be one of {', '.join(ROLES)}, got {role!r}",
                               param=f"messages[{i}].role")
-        msg = {"role": role, "content": _content(m, i)}
+        msg = {"role": role, "content": _unicode(_content(m, i), f"messages[{i}].content")}
         if isinstance(m.get("name"), str):
-            msg["name"] = m["name"]
+            msg["name"] = _unicode(m["name"], f"messages[{i}].name")
         out.append(msg)
     for name in ("tools", "functions"):
         if body.get(name):
