@@ -95,6 +95,18 @@ def test_slot_reuses_the_cached_prefix(server, api):
     assert metric(server[1], "prompt_tokens_reused_total") >= 17
 
 
+def test_slot_cuts_its_cache_back_to_a_shared_prefix(server, api):
+    """With er_session_truncate in the library, a prompt that shares only a
+    prefix with a slot's cache reuses that prefix (the cache is cut back to
+    it); without, the slot starts over and says so (cached_tokens 0)."""
+    from edgerun.serve.binding import can_truncate
+    api.completions.create(model=MODEL, prompt="0512+0034=", max_tokens=8, temperature=0)
+    r = api.completions.create(model=MODEL, prompt="0512+0035=", max_tokens=8, temperature=0)
+    assert r.choices[0].text == "74500"                                     # 547, reversed
+    # BOS, the space and "0512+003" are shared: 10 of the 12 prompt tokens.
+    assert r.usage.prompt_tokens_details.cached_tokens == (10 if can_truncate() else 0)
+
+
 def test_metrics_text(server, api):
     base = server[1]
     api.completions.create(model=MODEL, prompt="0001+0001=", max_tokens=8, temperature=0)
