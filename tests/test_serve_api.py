@@ -2,6 +2,8 @@
 and chat, plain and streamed (the same text), stop strings, max_tokens, seeds,
 usage, the model list, /health and /metrics; prefix reuse of a slot's cache;
 the CLI verb starts a server that answers."""
+import signal
+
 import httpx
 import pytest
 
@@ -132,6 +134,20 @@ def test_cli_serve_answers(tmp_path):
                                         temperature=0)
         assert r.choices[0].message.content == "64000"
         assert httpx.get(f"{base}/health").json()["slots"] == 2
+    # SIGTERM: uvicorn shuts down gracefully, then re-raises the signal so a
+    # supervisor sees why it ended (a hang would have needed SIGKILL: -9).
+    assert proc.returncode == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("args,msg", [(["--parallel", "0"], "--parallel must be >= 1"),
+                                      (["--port", "70000"], "--port must be in [0, 65535]"),
+                                      (["--prefill-share", "0"], "--prefill-share must be in (0, 100]"),
+                                      (["x.gguf", "--config", "edgerun.yaml"], "drop MODEL")])
+def test_cli_serve_bad_options(args, msg):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "edgerun", "serve", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and msg in r.stderr and r.stderr.startswith("edgerun: error:"), r.stderr
 
 
 def _device_root(tmp_path, budget_mib=256):

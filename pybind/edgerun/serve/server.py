@@ -53,8 +53,11 @@ class Server:
         # slots, the wait queue, and room for cheap requests (health, metrics)
         # and for the 429s themselves.
         limit = 4 * (self.parallel + self.queue_size) + 32
+        # On SIGINT/SIGTERM, requests still generating get 5 s to finish; then
+        # they are cancelled (their slots free) and the process exits.
         return uvicorn.Config(self.app, host=host, port=port, log_level=log_level, access_log=False,
-                              limit_concurrency=limit, timeout_keep_alive=5, lifespan="off")
+                              limit_concurrency=limit, timeout_keep_alive=5, timeout_graceful_shutdown=5,
+                              lifespan="off")
 
     def run(self, host="127.0.0.1", port=8080, log_level="info"):
         """Serves until interrupted, then stops the scheduler."""
