@@ -14,6 +14,7 @@ Layout, one job per module:
   metrics.py    counters, gauges and histograms in Prometheus text
   errors.py     OpenAI-style error bodies
   server.py     uvicorn around the app (run forever, or in a thread for tests)
+  device.py     on a device: the model of the active slot's edgerun.yaml
   binding.py    the names serve takes from the runtime binding, in one place
 
 The runtime never imports this package; this package imports the runtime
