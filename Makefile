@@ -17,6 +17,8 @@
 #   make fuzz        each libFuzzer harness for FUZZ_SECONDS (default 60)
 #   make soak        10,000 generate requests: RSS growth (Python, C) and leaks (C under LeakSanitizer)
 #   make bench-latency  per-token latency percentiles and first-request latency (scripts/bench_latency.py)
+#   make soak-serve  2,000 requests through `edgerun serve`: 0 failed, server RSS growth <= 1 MB
+#   make bench-serve `edgerun serve` throughput at 1-4 slots and the burst test (scripts/bench_serve.py)
 #   make test-tsan-swap  the live model swap stress test under ThreadSanitizer (clang)
 #   make bench       edgerun vs llama.cpp: 15M/110M x F32/Q8_0/Q4_0/Q4_K (+110M: llama.cpp's Q4_1 ... Q6_K files) x 1,2 threads
 #                    (then bench-qemu-isa)
@@ -265,6 +267,24 @@ bench: build
 	@echo; $(EDGERUN) bench models/edgerun-add.gguf --threads $(BENCH_THREADS) --out $(BENCH_DIR)/edgerun-add.json
 	@echo; $(EDGERUN) bench-tokenizer --mb 10
 	@echo; $(MAKE) --no-print-directory bench-qemu-isa
+	@echo; $(MAKE) --no-print-directory bench-serve
+
+# `edgerun serve` on the 110M shape (Q4_0, n_ctx 1024), in-process on loopback
+# (scripts/bench_serve.py): aggregate tokens/s of 1, 2 and 4 streaming clients,
+# then the burst test -- 3 clients generate while a 1,000-token prompt arrives
+# every 10 s -- with the prompt's chunks held to 0.5 of the decode work per step
+# and not held (100): the clients' per-token p99 during the bursts over the baseline. ~5 min on 2 cores; writes $(BENCH_DIR)/serve.json.
+SERVE_MODEL := $(BENCH_DIR)/llama110m-q4_0.gguf
+SERVE_BENCH_ARGS ?= --threads 1 --prefill-share 0.5 100
+.PHONY: bench-serve soak-serve
+bench-serve: build
+	test -f $(SERVE_MODEL) || $(PY) scripts/make_bench_model.py $(SERVE_MODEL) --type q4_0 --shape 110m
+	$(call PYENV,$(NATIVE)) $(PY) scripts/bench_serve.py $(SERVE_MODEL) $(SERVE_BENCH_ARGS) --json $(BENCH_DIR)/serve.json
+
+# The server's soak (tests/test_serve_soak.py, also in `make test-long`):
+# 2,000 requests through the openai client, 0 failed, RSS growth <= 1 MB.
+soak-serve: build
+	$(call PYENV,$(NATIVE)) $(PY) -m pytest -m long -s tests/test_serve_soak.py $(PYTEST_ARGS)
 
 # Long contexts (not in the matrix above): a grouped-query model (the 110M shape
 # with 12 query heads on 4 K/V heads, scripts/make_bench_model.py --shape

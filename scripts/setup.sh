@@ -118,6 +118,8 @@ PIP_REQS=(
   rich
   # chat templates (edgerun.chat): the same sandboxed engine transformers uses
   "jinja2>=3.1.6"
+  # edgerun serve: the ASGI stack, and the official OpenAI client its tests drive it with
+  starlette uvicorn openai
 )
 # pip_group NAME CHECK REQ...: installs REQ... unless the stamp for exactly this
 # list (and this Python) exists; CHECK is an import line run afterwards.
@@ -138,7 +140,7 @@ pip_group() {
   touch "$stamp"
 }
 
-pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml, rich, jinja2' "${PIP_REQS[@]}"
+pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml, rich, jinja2, starlette, uvicorn, openai' "${PIP_REQS[@]}"
 if [ "${EDGERUN_SETUP_BENCH:-0}" = "1" ]; then
   pip_group bench 'import llama_cpp, tiktoken, matplotlib' llama-cpp-python tiktoken matplotlib
 fi

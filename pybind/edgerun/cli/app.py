@@ -14,7 +14,7 @@ import sys
 from .. import __version__, errors
 
 COMMANDS = ("run", "chat", "info", "convert", "tokenize", "bench", "bench_tokenizer", "trace", "boards", "build", "test", "doctor", "sysroot",
-            "keygen", "package", "flash", "rollback")
+            "keygen", "package", "flash", "rollback", "serve")
 
 # What to do about each kind of failure, appended when the message has no advice of its own.
 _HINTS = {
@@ -43,6 +43,7 @@ commands:
   doctor    check the tools the board driver needs
   sysroot   the board's own Python (aarch64 python3 + cffi + numpy + rich) for on-device scripts
   trace     per-op timings of a generation as a Perfetto/Chrome trace
+  serve     OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions) with parallel slots
   keygen    signing key + certificate for update bundles
   package   signed SWUpdate bundle (runtime, Python package, model, config) for a board
   flash     A/B install a bundle onto a device folder or ssh:// target, with health check

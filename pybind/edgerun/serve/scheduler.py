@@ -1,0 +1,374 @@
+"""The scheduler: one thread owns the model and its slots; requests reach it
+through a bounded queue, and their output leaves through each job's emit().
+
+Each turn of the loop is one STEP over the busy slots:
+  * a slot that is generating contributes one token (the one it sampled last);
+  * slots still prefilling share a budget of prompt tokens, oldest job first.
+So a 1,000-token prompt is prefilled over many steps, and between two of its
+chunks every generating slot advances one token: a long prompt delays the
+others' next token by one chunk, never by the whole prompt.
+
+The budget is set in time, not tokens: a step's prompt chunk may take at
+most `prefill_share` of the time its decode tokens take (measured: moving
+averages of seconds per decode token and per prompt token), so the running
+clients' per-token latency rises by at most about that share while a long
+prompt comes in; at most `prefill_chunk` tokens, at least one. With no slot
+generating, a prompt gets the whole `prefill_chunk` every step.
+
+step() is where the batched decode goes. Today it calls er_decode once per
+slot. When the runtime has er_decode_batch (one forward step for several
+sessions, weights streamed once for all of them), step() becomes one call
+with the same (slot, ids) list: sessions = [s.ptr], ids and counts per
+session, logits out per session. Nothing else here changes: the work list is
+already built per step, and sampling reads each session's own last logits.
+
+Cancellation: job.cancel() (a client that went away) marks the job; the loop
+drops it before the next step, so its slot is free for the next job at once
+(after at most the step that was running). The slot keeps the cache of
+everything decoded so far, which is consistent: ids are recorded only after
+er_decode succeeds.
+"""
+import collections
+import itertools
+import logging
+import threading
+import time
+
+from .binding import check, errors, ffi, lib, sampling
+from .slots import Slot
+from .text import TextOut
+
+log = logging.getLogger("edgerun.serve")
+
+
+class QueueFull(Exception):
+    """The wait queue holds its maximum; the client should retry later."""
+
+
+class Job:
+    """One request on its way through the scheduler.
+
+    emit(event) is called on the scheduler thread with ("piece", text),
+    ("done", finish_reason, usage) or ("error", message); it must not block
+    (the app hands events over to the event loop)."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, ids, max_tokens, temperature, top_p, seed, stops, emit, ignore_eos=False, continuing=True):
+        self.id = next(Job._ids)
+        self.ids = list(ids)
+        self.max_tokens = int(max_tokens)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.seed = seed
+        self.stops = list(stops)
+        self.ignore_eos = bool(ignore_eos)
+        self.continuing = bool(continuing)     # the text continues the prompt (completions), see TextOut
+        self.emit = emit
+        self.cancelled = False
+        # scheduler state
+        self.pending = []          # prompt ids still to prefill
+        self.next_id = None        # sampled, not yet decoded
+        self.n_generated = 0
+        self.n_reused = 0
+        self.out = None
+        self.params = None
+        self.t_submit = time.perf_counter()
+        self.t_start = None
+        self.t_first = None
+        self.t_last = None
+        self.finish_reason = None
+
+    def cancel(self):
+        self.cancelled = True
+
+
+class Scheduler:
+    """parallel slots over `model` (opened with n_sessions >= parallel),
+    queue_size jobs waiting at most. metrics: a Metrics (or None)."""
+
+    def __init__(self, model, parallel=1, queue_size=16, prefill_chunk=64, prefill_share=0.5, metrics=None):
+        if parallel < 1 or queue_size < 0 or prefill_chunk < 1 or not prefill_share > 0:
+            raise errors.InvalidArgumentError(
+                f"parallel >= 1, queue_size >= 0, prefill_chunk >= 1 and prefill_share > 0, got {parallel}, "
+                f"{queue_size}, {prefill_chunk}, {prefill_share}", -1)
+        self.model = model
+        self.tokenizer = model.tokenizer
+        self.vocab = model._vocab
+        self.n_ctx = model.n_ctx
+        self.parallel = int(parallel)
+        self.queue_size = int(queue_size)
+        self.prefill_chunk = int(prefill_chunk)
+        self.prefill_share = float(prefill_share)
+        self._s_decode = None          # moving average: seconds per decode token (one er_decode of 1 id)
+        self._s_prompt = None          # moving average: seconds per prompt token in a prefill chunk
+        self.metrics = metrics
+        self._cv = threading.Condition()
+        self._queue = collections.deque()
+        self._stop = False
+        self.slots = []
+        self._ready = threading.Event()
+        self._startup_error = None
+        self._thread = threading.Thread(target=self._main, name="edgerun-serve-scheduler", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            self._thread.join()
+            raise self._startup_error
+
+    # ------------------------------------------------------------ any thread
+    def submit(self, job):
+        """Queues a job; QueueFull when queue_size jobs already wait."""
+        with self._cv:
+            if self._stop:
+                raise errors.StateError("the server is stopping", -10)
+            if len(self._queue) >= self.queue_size and not self._free_slot_locked():
+                raise QueueFull(f"{len(self._queue)} requests are waiting for {self.parallel} slots")
+            self._queue.append(job)
+            self._gauges_locked()
+            self._cv.notify()
+
+    def cancel(self, job):
+        """The client went away: the job stops before the next step."""
+        job.cancel()
+        with self._cv:
+            self._cv.notify()
+
+    def state(self):
+        with self._cv:
+            return {"slots": self.parallel, "slots_busy": sum(s.job is not None for s in self.slots),
+                    "queue": len(self._queue), "queue_size": self.queue_size}
+
+    def close(self):
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        self._thread.join()
+
+    # ------------------------------------------------------------ the thread
+    def _free_slot_locked(self):
+        # A slot is only free for the queue when nothing waits before it.
+        return not self._queue and any(s.job is None for s in self.slots)
+
+    def _gauges_locked(self):
+        if self.metrics is not None:
+            self.metrics.set_gauge("queue_depth", len(self._queue))
+            self.metrics.set_gauge("slots_busy", sum(s.job is not None for s in self.slots))
+
+    def _main(self):
+        try:
+            for i in range(self.parallel):
+                self.slots.append(Slot(self.model, i))
+        except BaseException as e:      # noqa: BLE001 -- reported to the constructor
+            for s in self.slots:
+                s.close()
+            if isinstance(e, errors.BusyError):
+                e = errors.InvalidArgumentError(
+                    f"{self.parallel} slots need {self.parallel} free sessions of the model, and only "
+                    f"{len(self.slots)} were; open it with n_sessions >= parallel", -1)
+            self._startup_error = e
+            self._ready.set()
+            return
+        if self.metrics is not None:
+            self.metrics.set_gauge("slots_total", self.parallel)
+        self._ready.set()
+        try:
+            while True:
+                with self._cv:
+                    self._drop_cancelled_locked()
+                    self._admit_locked()
+                    self._gauges_locked()
+                    if self._stop:
+                        break
+                    if not any(s.job is not None for s in self.slots):
+                        self._cv.wait()
+                        continue
+                work = self._plan()
+                try:
+                    self.step(work)
+                except Exception as e:    # noqa: BLE001 -- a bug here must not stop the server
+                    self._fail_step(work, e)
+        finally:
+            with self._cv:
+                for job in list(self._queue):
+                    self._end(job, None, "error", "the server stopped")
+                self._queue.clear()
+                for s in self.slots:
+                    if s.job is not None:
+                        self._end(s.job, s, "error", "the server stopped")
+                    s.close()
+
+    def _drop_cancelled_locked(self):
+        for job in [j for j in self._queue if j.cancelled]:
+            self._queue.remove(job)
+            self._end(job, None, "cancelled")
+        for s in self.slots:
+            if s.job is not None and s.job.cancelled:
+                self._end(s.job, s, "cancelled")
+
+    def _admit_locked(self):
+        while self._queue:
+            free = [s for s in self.slots if s.job is None]
+            if not free:
+                return
+            job = self._queue.popleft()
+            # The free slot whose cache shares the most with the prompt; among
+            # equals the one idle longest (its cache is least likely wanted).
+            slot = max(free, key=lambda s: (s.reusable(job.ids), -s.last_used))
+            try:
+                job.pending = slot.rewind_for(job.ids)
+                if job.seed is not None:
+                    slot.session.seed(job.seed)
+                job.params = sampling(job.temperature, job.top_p)
+                job.out = TextOut(self.tokenizer, job.stops, job.continuing)
+            except errors.EdgerunError as e:
+                slot.clear()
+                self._end(job, None, "error", str(e))
+                continue
+            job.n_reused = len(job.ids) - len(job.pending)
+            job.t_start = time.perf_counter()
+            slot.job = job
+            if self.metrics is not None:
+                self.metrics.observe("queue_wait_seconds", job.t_start - job.t_submit)
+                self.metrics.inc("prompt_tokens_total", len(job.ids))
+                self.metrics.inc("prompt_tokens_reused_total", job.n_reused)
+
+    def _plan(self):
+        """The work of one step: [(slot, ids)], decode tokens first, then the
+        prefill budget, oldest job first."""
+        busy = sorted((s for s in self.slots if s.job is not None), key=lambda s: s.job.t_start)
+        work = [(s, [s.job.next_id]) for s in busy if not s.job.pending]
+        budget = self.prefill_budget(len(work))
+        for s in busy:
+            if s.job.pending and budget > 0:
+                n = min(budget, len(s.job.pending))
+                work.append((s, s.job.pending[:n]))
+                budget -= n
+        return work
+
+    def prefill_budget(self, n_decode):
+        """Prompt tokens for a step that also decodes n_decode tokens."""
+        if n_decode == 0:
+            return self.prefill_chunk
+        if self._s_decode is None or self._s_prompt is None:
+            return min(8, self.prefill_chunk)      # a small first chunk, to measure with
+        n = int(self.prefill_share * n_decode * self._s_decode / self._s_prompt)
+        return max(1, min(self.prefill_chunk, n))
+
+    def _timed(self, n, seconds):
+        # Moving averages over about the last 16 calls: long enough to ride out
+        # one slow step, short enough to follow a context that grows.
+        if n == 1:
+            self._s_decode = seconds if self._s_decode is None else self._s_decode + (seconds - self._s_decode) / 16
+        else:
+            per = seconds / n
+            self._s_prompt = per if self._s_prompt is None else self._s_prompt + (per - self._s_prompt) / 16
+
+    # ------------------------------------------------------------ one step
+    def step(self, work):
+        """One forward step for every (slot, ids) in `work`, then sampling.
+
+        er_decode_batch plugs in HERE: replace the per-slot er_decode loop
+        with one call taking every slot's session and ids (a prefill chunk or
+        one decode token each); on success every slot's ids are appended to
+        its cache exactly as below, and the sampling loop stays as it is.
+        The timing then becomes one measurement per step: the step's time
+        with and without its prompt chunk is what prefill_budget() needs
+        (a chunk riding along a batched step costs far less than alone)."""
+        done = []
+        for slot, ids in work:
+            arr = ffi.new("int32_t[]", ids)
+            t0 = time.perf_counter()
+            rc = lib.er_decode(slot.ptr, arr, len(ids), ffi.NULL)
+            self._timed(len(ids), time.perf_counter() - t0)
+            if rc < 0:
+                msg = ffi.string(lib.er_last_error()).decode("utf-8", "replace")
+                slot.clear()
+                with self._cv:
+                    self._end(slot.job, slot, "error", f"decode failed: {msg}")
+                continue
+            slot.cache.extend(ids)
+            done.append((slot, ids))
+        for slot, ids in done:
+            job = slot.job
+            if job.pending:
+                del job.pending[:len(ids)]
+                if job.pending:
+                    continue            # more prompt to prefill: no logits wanted yet
+            self._sample(slot, job)
+
+    def _fail_step(self, work, exc):
+        """Ends the jobs of a step that raised; their slots start over (what
+        their caches hold is unknown)."""
+        log.exception("a scheduler step failed")
+        with self._cv:
+            for slot, _ in work:
+                if slot.job is not None:
+                    self._end(slot.job, slot, "error", f"{type(exc).__name__}: {exc}")
+                try:
+                    slot.clear()
+                except errors.EdgerunError:
+                    slot.cache = []
+
+    def _sample(self, slot, job):
+        tok = ffi.new("int32_t *")
+        rc = lib.er_sample(slot.ptr, job.params, tok)
+        if rc < 0:
+            with self._cv:
+                self._end(job, slot, "error", ffi.string(lib.er_last_error()).decode("utf-8", "replace"))
+            return
+        t = int(tok[0])
+        now = time.perf_counter()
+        if self.metrics is not None:
+            if job.t_first is None:
+                self.metrics.observe("time_to_first_token_seconds", now - job.t_submit)
+            else:
+                self.metrics.observe("time_per_output_token_seconds", now - job.t_last)
+        if job.t_first is None:
+            job.t_first = now
+        job.t_last = now
+        if not job.ignore_eos and self.vocab is not None and lib.er_vocab_is_eog(self.vocab, t):
+            return self._finish(job, slot, "stop")
+        job.n_generated += 1
+        piece, hit = job.out.feed(t)
+        if piece:
+            job.emit(("piece", piece))
+        if hit:
+            return self._finish(job, slot, "stop", flushed=True)
+        if job.n_generated >= job.max_tokens or len(slot.cache) >= slot.n_ctx:
+            return self._finish(job, slot, "length")
+        job.next_id = t
+
+    def _finish(self, job, slot, reason, flushed=False):
+        if not flushed:
+            tail, hit = job.out.flush()
+            if tail:
+                job.emit(("piece", tail))
+            if hit:
+                reason = "stop"
+        with self._cv:
+            self._end(job, slot, reason)
+
+    def _end(self, job, slot, reason, message=None):
+        """Settles a job (with the lock held): tells its client, frees its slot."""
+        job.finish_reason = reason
+        if slot is not None and slot.job is job:
+            slot.job = None
+            slot.last_used = time.perf_counter()
+        if self.metrics is not None:
+            self.metrics.inc("generation_tokens_total", job.n_generated)
+            self.metrics.inc("jobs_total", 1, reason=reason)
+        try:
+            if reason == "error":
+                job.emit(("error", message))
+            else:
+                usage = {"prompt_tokens": len(job.ids), "completion_tokens": job.n_generated,
+                         "total_tokens": len(job.ids) + job.n_generated,
+                         "prompt_tokens_details": {"cached_tokens": job.n_reused}}
+                job.emit(("done", reason, usage))
+        except RuntimeError:
+            pass                     # the event loop is gone (the server is shutting down)
+        self._gauges_locked()
+
+
+__all__ = ["Scheduler", "Job", "QueueFull"]
