@@ -26,8 +26,14 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / "pybind" / "edgerun"
 MIDDLE = ("bench", "boards", "ota", "convert", "chat", "serve")
 # The arrows allowed between middle folders. bench runs its workloads on the
 # boards (build, qemu) and reads GGUF files with convert's reference; ota
-# builds and health-checks a board's slot; a server serves chats.
-BETWEEN = {"bench": {"boards", "convert"}, "ota": {"boards"}, "serve": {"chat"}}
+# builds and health-checks a board's slot; a server serves chats, and on a
+# device the model of the active slot that ota's device config names.
+BETWEEN = {"bench": {"boards", "convert"}, "ota": {"boards"}, "serve": {"chat", "ota"}}
+# The one arrow out of the runtime: Model.chat and Model.chat_session (the
+# chat issue's API on the model) hand over to edgerun.chat, importing it
+# inside those two methods only, so loading the runtime never loads jinja2
+# or the chat package (test_runtime_loads_without_the_folders checks).
+FACADES = {("edgerun.model", "edgerun.chat")}
 # Top-level modules that are not the runtime: `python -m edgerun` is the CLI.
 TOP_CLI = {"edgerun.__main__"}
 
@@ -130,6 +136,8 @@ def graph():
 
 
 def allowed(src, dst):
+    if (src, dst) in FACADES:
+        return True
     a, b = layer(src), layer(dst)
     if a == b or b == "runtime" or a == "cli":
         return True
@@ -198,3 +206,12 @@ def test_convert_runs_without_the_c_library(tmp_path):
     env = {"PYTHONPATH": str(PKG.parent), "EDGERUN_LIB": str(tmp_path / "absent.so"), "PATH": "/usr/bin:/bin"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
+
+
+def test_runtime_loads_without_the_folders():
+    """Opening a model (the runtime's import graph as it runs, lazy facades
+    not called) loads none of the job folders."""
+    code = ("import sys, edgerun; m = edgerun.Model(); m.close(); "
+            "print(sorted(k for k in sys.modules if k.startswith('edgerun.') and k.split('.')[1] in %r))" % (MIDDLE + ("cli",),))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

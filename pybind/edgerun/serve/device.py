@@ -15,7 +15,7 @@ from .binding import errors
 
 def config_file(path):
     """edgerun.yaml itself, or a device root folder -> its active slot's."""
-    from ..device_config import FILE_NAME
+    from ..ota.device_config import FILE_NAME
     from ..ota import LINK
     p = pathlib.Path(path)
     if p.is_dir():
@@ -31,7 +31,7 @@ def config_file(path):
 
 def open_model(path, parallel):
     """(edgerun.Model opened for `parallel` sessions, the DeviceConfig)."""
-    from .. import device_config
+    from ..ota import device_config
     from ..model import Model, plan
     cfg = device_config.load(config_file(path), check_cpus=True)
     model_path = cfg.model_path()
