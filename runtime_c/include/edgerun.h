@@ -108,7 +108,8 @@ typedef struct er_section {
  * fills the same layout.) */
 typedef struct er_plan_report {
     int32_t n_sections;
-    er_section sections[12];
+    er_section sections[16]; /* ER_MAX_SECTIONS (a literal: cffi reads this block); 9 host sections,
+                                then up to 4 device sections */
     size_t total_bytes;   /* the exact arena size er_model_open needs (host sections only) */
     int32_t n_ctx, n_batch, n_threads, n_sessions, kv_type;
     size_t device_bytes;  /* the one device allocation (sections with device = 1); 0 on the CPU */

@@ -19,6 +19,10 @@ static const char *const k_sec_names[ER_SEC_COUNT] = {
     "model", "tokenizer", "kv_cache", "sessions", "activations", "threads", "trace", "repacked", "kv_window",
 };
 static const int k_sec_persistent[ER_SEC_COUNT] = {1, 1, 1, 1, 0, 1, 1, 1, 1};
+/* the report holds every host section and the CUDA plan's device ones */
+_Static_assert(sizeof(((er_plan_report *)0)->sections) / sizeof(er_section) == ER_MAX_SECTIONS,
+               "er_plan_report.sections must hold ER_MAX_SECTIONS");
+_Static_assert(ER_SEC_COUNT + ER_DSEC_PINNED <= ER_MAX_SECTIONS, "more sections than er_plan_report holds");
 
 /* Limits that keep every size product far from overflow on 32-bit targets too,
  * and reject absurd files before any arithmetic trusts them. */
