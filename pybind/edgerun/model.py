@@ -184,6 +184,11 @@ class Model:
             "rope_freq_base": float(hp.rope_freq_base), "rms_eps": float(hp.rms_eps),
             "tied_output": bool(hp.tied_output), "has_qkv_bias": bool(hp.has_qkv_bias),
             "n_params": int(hp.n_params), "weight_bytes": int(hp.weight_bytes),
+            # the family's traits (runtime_c/src/family.c)
+            "n_rot": hp.n_rot, "rope_scale": float(hp.rope_scale), "rope_freq_factors": bool(hp.rope_freq_factors),
+            "rope_freq_base_swa": float(hp.rope_freq_base_swa), "sliding_window": hp.sliding_window,
+            "final_logit_softcap": float(hp.final_logit_softcap), "rope_longrope": hp.rope_longrope,
+            "rope_attn_factor": float(hp.rope_attn_factor),
         }
         self.n_vocab = int(hp.n_vocab)
         self._vocab = lib.er_model_vocab(self._ptr)

@@ -19,7 +19,8 @@ COMMANDS = ("run", "chat", "info", "convert", "tokenize", "bench", "bench_tokeni
 # What to do about each kind of failure, appended when the message has no advice of its own.
 _HINTS = {
     errors.CorruptModelError: "the file is damaged or not a GGUF v3 model; re-download or re-convert it",
-    errors.UnsupportedError: "edgerun runs llama/qwen2 GGUF models with F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K weights",
+    errors.UnsupportedError: ("edgerun runs llama, qwen2, qwen3, smollm3, gemma3, phi3 and lfm2 GGUF models with F32, F16, BF16, "
+                             "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K weights"),
     errors.ArenaTooSmallError: "pass a larger arena, or a smaller --ctx",
     errors.OutOfMemoryError: "lower --ctx or --batch, or free memory",
     errors.ContextFullError: "raise --ctx or shorten the prompt",
