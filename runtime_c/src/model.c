@@ -40,7 +40,8 @@ static int bind_matrix(er_model *m, const char *name, int n_in, int n_out, er_we
     int wt = er_wtype_from_ggml(t.type);
     if (wt < 0)
         return er_fail(ER_EUNSUPPORTED, "tensor '%s' has type %s, which this runtime cannot compute with yet "
-                       "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)", name, ggml_type_name(t.type));
+                       "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, "
+                       "Q5_K, Q6_K)", name, ggml_type_name(t.type));
     w->data = t.data;
     w->wtype = wt;
     w->row_bytes = ggml_row_bytes(t.type, t.ne[0]);

@@ -151,8 +151,8 @@ static void test_bf16_and_types(void) {
     CHECK(er_wtype_from_ggml(12) == ER_W_Q4_K && er_wtype_from_ggml(13) == ER_W_Q5_K &&
               er_wtype_from_ggml(14) == ER_W_Q6_K,
           "K-quant type map");
-    CHECK(er_wtype_from_ggml(3) == ER_W_Q4_1 && er_wtype_from_ggml(6) == ER_W_Q5_0 && er_wtype_from_ggml(7) == ER_W_Q5_1 &&
-              er_wtype_from_ggml(10) == ER_W_Q2_K && er_wtype_from_ggml(11) == ER_W_Q3_K &&
+    CHECK(er_wtype_from_ggml(3) == ER_W_Q4_1 && er_wtype_from_ggml(6) == ER_W_Q5_0 &&
+              er_wtype_from_ggml(7) == ER_W_Q5_1 && er_wtype_from_ggml(10) == ER_W_Q2_K && er_wtype_from_ggml(11) == ER_W_Q3_K &&
               er_wtype_from_ggml(20) == ER_W_IQ4_NL && er_wtype_from_ggml(23) == ER_W_IQ4_XS,
           "issue 25 type map");
     CHECK(er_wtype_from_ggml(9) == -1 && er_wtype_from_ggml(15) == -1 && er_wtype_from_ggml(16) == -1 &&

@@ -155,8 +155,9 @@ float FN(dot_q2_k)(int n, const void *w_row, const void *x_row) {
             for (int j = 0; j < 4; j++) {
                 const int8x16_t u0 = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q0, vdupq_n_s8((int8_t)(-2 * j))), m3));
                 const int8x16_t u1 = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q1, vdupq_n_s8((int8_t)(-2 * j))), m3));
-                acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), u0, vld1q_s8(xq + 32 * j)), sc[8 * h + 2 * j] & 15);
-                acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), u1, vld1q_s8(xq + 32 * j + 16)), sc[8 * h + 2 * j + 1] & 15);
+                const int sa = sc[8 * h + 2 * j] & 15, sb = sc[8 * h + 2 * j + 1] & 15;
+                acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), u0, vld1q_s8(xq + 32 * j)), sa);
+                acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), u1, vld1q_s8(xq + 32 * j + 16)), sb);
             }
         }
         /* the mins: the high nibbles of the scale bytes against the bsums */

@@ -40,9 +40,9 @@ static ALWAYS_INLINE __m256i nibbles(const uint8_t *qs) {
 static ALWAYS_INLINE __m256i fifth_bits(const uint8_t qh[4]) {
     uint32_t h;
     memcpy(&h, qh, 4);
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
-                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
-                                                                2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i idx = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                                         3, 3, 3, 3, 3);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), idx);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
 }
@@ -108,8 +108,10 @@ static ALWAYS_INLINE void rows_q(int n, const void *w, size_t rb, const int R, c
             float dw, mw = 0.0f;
             const __m256i wq = load_w(wr, i, &dw, &mw, t);
             const __m256i aw = abs_w(wq, t);
-            for (int k = 0; k < 4; k++)
-                block_fma(aw, wq, dw, mw, (const er_block_q8_0 *)(const void *)(x + (size_t)k * xs) + i, &a[k], &am[k], t);
+            for (int k = 0; k < 4; k++) {
+                const er_block_q8_0 *xb = (const er_block_q8_0 *)(const void *)(x + (size_t)k * xs) + i;
+                block_fma(aw, wq, dw, mw, xb, &a[k], &am[k], t);
+            }
         }
         for (int k = 0; k < 4; k++) out[4 * j + k] = er_avx2_hsum_ps(_mm256_add_ps(a[k], am[k]));
     }

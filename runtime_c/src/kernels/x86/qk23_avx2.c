@@ -35,9 +35,9 @@ static ALWAYS_INLINE __m256i half_scales(__m256i s16, const int h) {
 
 static ALWAYS_INLINE __m256i pair_scales(__m256i sh, const int j) {
     const char a = (char)(4 * j), b = (char)(4 * j + 2);
-    return _mm256_shuffle_epi8(sh, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
-                                                    a, a + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b,
-                                                    b + 1, b, b + 1, b, b + 1));
+    const __m256i idx = _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                         b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1);
+    return _mm256_shuffle_epi8(sh, idx);
 }
 
 /* er_q3k_scales with 32-bit word operations (the same bits) */
@@ -67,7 +67,8 @@ float er_avx2_dot_q2_k(int n, const void *w_row, const void *x_row) {
             const int8_t *xs = x[i].qs + 128 * h;
             for (int j = 0; j < 4; j++) {
                 const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(xs + 32 * j)), pair_scales(sh, j)));
+                const __m256i p16 = _mm256_maddubs_epi16(u, ld(xs + 32 * j));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, pair_scales(sh, j)));
             }
         }
         /* the mins: the high nibbles of the 16 scale bytes, as int16 */
@@ -94,9 +95,11 @@ float er_avx2_dot_q3_k(int n, const void *w_row, const void *x_row) {
                 /* hmask bit 4h+j moved to bit 2 (a 16-bit shift: bit 2 of
                  * each byte comes from within the same byte) */
                 const int b = 4 * h + j;
-                const __m256i hb = _mm256_and_si256(b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b), four);
+                const __m256i hs = b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b);
+                const __m256i hb = _mm256_and_si256(hs, four);
                 const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3), hb);
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(xs + 32 * j)), pair_scales(sh, j)));
+                const __m256i p16 = _mm256_maddubs_epi16(u, ld(xs + 32 * j));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, pair_scales(sh, j)));
             }
         }
         /* 4 Σ s bsum: the offset of the unsigned q + 4 */
@@ -123,7 +126,8 @@ float er_avx2_dot_iq4_xs(int n, const void *w_row, const void *x_row) {
         __m256i acc = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
             const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(w[i].qs + 16 * j));
-            const __m256i v = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+            const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+            const __m256i v = _mm256_shuffle_epi8(grid, nib);
             const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(ld(x[i].qs + 32 * j), v));
             const __m256i sj = _mm256_shuffle_epi8(l16, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sj));
