@@ -38,11 +38,12 @@ import pytest
 from conftest import build_tokenizer, rel_err
 
 NEW = ["q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q5_k_s"]
-# `make test` runs these: between them (with the 576-wide fallbacks) every
-# new block type of issue 25 is written, compared and run. The rest of the
-# file types take `make test-long` (each costs two conversions, llama.cpp's
-# quantizer and two llama.cpp runs).
-CORE = ("q4_1", "iq4_xs", "q2_k", "q3_k_m", "q4_k_s")
+# `make test` runs these: between them every new block type of issue 25 is
+# written, compared and run (Q4_1; IQ4_XS and its IQ4_NL fallback; Q2_K;
+# Q3_K with Q4_K/Q5_K, and on 576-wide rows their Q4_0, Q5_0 and Q5_1
+# fallbacks). The other file types take `make test-long` (each costs two
+# conversions, llama.cpp's quantizer and four llama.cpp runs).
+CORE = ("q4_1", "iq4_xs", "q2_k", "q3_k_m")
 MIXES = [t if t in CORE else pytest.param(t, marks=pytest.mark.long)
          for t in NEW + ["q4_k_m", "q5_k_m", "q6_k"]]
 
@@ -61,13 +62,14 @@ ERR_RATIO = 1.01
 # edgerun vs llama.cpp on the same file. On these random-init models
 # llama.cpp's logits are 2-4e-2 (of their range) from the numpy reference
 # that rounds activations to Q8_0/Q8_K as both engines do, in every
-# quantized type alike, Q8_0 included (where edgerun is 1e-7 from it, and
-# on the F32 file llama.cpp is 1e-3 from it: its F16 KV cache). So a type is
-# judged against Q8_0, which both engines have long computed alike: its
-# files may be at most LLAMA_VS_Q8 times as far from llama.cpp's logits as
-# the model's Q8_0 file is (measured 0.8-1.6x; a wrong scale or layout is
-# off by the logits' whole range).
-LLAMA_VS_Q8 = 2.0
+# quantized type alike, Q8_0 included (where edgerun is 1e-7 from it; on the
+# F32 file llama.cpp is 1e-3 from it: its F16 KV cache). So a type is judged
+# against Q8_0, which both engines have long computed alike: the median over
+# positions of edgerun's distance from llama.cpp's logits may be at most
+# LLAMA_VS_Q8 times the Q8_0 file's (measured 0.9-1.8x over all 14 types, those with
+# Q8_K activations highest; a wrong scale or layout is off by the logits'
+# whole range).
+LLAMA_VS_Q8 = 2.5
 # edgerun vs the numpy reference on the same blocks, as in test_quant_types.py:
 # float32 vs float64 noise (measured 1e-7) now and then moves one activation
 # across a Q8 rounding boundary, which through these layers moves the logits
@@ -98,6 +100,7 @@ def models(tmp_path_factory):
     for name, shape in SHAPES.items():
         d = tmp_path_factory.mktemp(f"cq-{name}") / "hf"
         n_vocab = build_tokenizer(d)
+        assert n_vocab > max(_IDS)
         cfg = LlamaConfig(vocab_size=n_vocab, max_position_embeddings=128, rms_norm_eps=1e-5, bos_token_id=0,
                           eos_token_id=0, initializer_range=0.05, **shape)
         torch.manual_seed(25)
@@ -278,7 +281,7 @@ _IDS = [int(v) for v in np.random.RandomState(4).randint(1, 384, 16)]
 
 @pytest.fixture(scope="module")
 def q8_distance(models, tmp_path_factory):
-    """{shape: edgerun's distance from llama.cpp on the model's Q8_0 file}."""
+    """{shape: edgerun's distance from llama.cpp on the model's Q8_0 file (_distance)}."""
     cache = {}
 
     def get(shape):
@@ -290,9 +293,15 @@ def q8_distance(models, tmp_path_factory):
             convert(d, path, "q8_0", quiet=True)
             want = _llama_logits(path, _IDS, tmp_path_factory.mktemp("q8"))
             with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
-                cache[shape] = rel_err(m.logits(_IDS), want)
+                cache[shape] = _distance(m.logits(_IDS), want)
         return cache[shape]
     return get
+
+
+def _distance(got, want):
+    """Median over positions of rel_err: one flipped activation rounding in
+    one engine (see TOL_REF) moves the maximum, not the median."""
+    return float(np.median([rel_err(got[i:i + 1], want[i:i + 1]) for i in range(len(want))]))
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -307,7 +316,7 @@ def test_logits_agree_with_llama_cpp(files, models, q8_distance, shape, t, tmp_p
         want = _llama_logits(path, ids, tmp_path)
         with edgerun.Model(path, n_ctx=32, n_threads=2) as m:
             got, isa = m.logits(ids), m.isa
-        err = rel_err(got, want)
+        err = _distance(got, want)
         print(f"{t} {shape} {path.name} {isa}: {err:.2e} from llama.cpp ({err / base:.2f}x Q8_0's {base:.2e})")
         assert err <= LLAMA_VS_Q8 * base, f"{t} {shape} {path.name} ({isa}) vs llama.cpp: {err:.2e}, Q8_0 {base:.2e}"
     rm = reference.GGUFModel(ours)

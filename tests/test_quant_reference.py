@@ -84,8 +84,10 @@ def test_dequantize_rejects_short_or_partial_input():
         ref.dequantize(b"\0" * 33, ref.Q8_0, [32])
     with pytest.raises(ValueError):
         ref.dequantize(b"\0" * 34, ref.Q8_0, [16])
+    with pytest.raises(ValueError):
+        ref.dequantize(b"\0" * 83, ref.Q2_K, [256])
     with pytest.raises(NotImplementedError):
-        ref.dequantize(b"\0" * 100, 10, [256])   # Q2_K: no dequantizer
+        ref.dequantize(b"\0" * 100, 16, [256])   # IQ2_XXS: no dequantizer
 
 
 def test_rope_variants_rotate_the_right_pairs():

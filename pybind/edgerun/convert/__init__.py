@@ -6,7 +6,11 @@ quantizers and the numpy reference that tests judge the runtime against.
 
     hf          convert(), TYPES: safetensors folder -> GGUF, llama.cpp's layout
     tokenizer   add_tokenizer(), write_vocab_gguf(): tokenizer.json / tokenizer.model -> GGUF keys
+    mix         tensor_type(): llama.cpp's per-tensor type for each file type, with its fallbacks
+    quantize    quantize(): float32 -> any type's blocks (the modules below, gguf's legacy quantizers)
     kquants     Q4_K / Q5_K / Q6_K quantizers in numpy
+    quants_k23  Q2_K / Q3_K quantizers in numpy
+    quants_iq4  IQ4_NL / IQ4_XS quantizers in numpy
     reference   GGUFModel, forward(), greedy(): dequantizers and a float64 forward pass
 
 Imports only the runtime's errors, never the C library: converting works

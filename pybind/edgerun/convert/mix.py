@@ -20,8 +20,11 @@ name, layer and model shape:
     rows are not even a multiple of 32.
 
 f32, f16 and bf16 store every 2-D tensor in that type. 1-D tensors (norms,
-biases) stay F32 in every file type, as llama.cpp leaves them. Q4_0 and Q8_0
-keep this converter's historic pure layout: every 2-D weight of that type.
+biases) stay F32 in every file type, as llama.cpp leaves them. Q8_0 is
+llama.cpp's mix as well (its output stays Q8_0). Q4_0 keeps this converter's
+pure layout, every 2-D weight Q4_0, where llama.cpp would store the output
+projection as Q6_K (Q8_0 on rows not a multiple of 256): the runtime's Q4_0
+tests and tolerances are built on the pure files.
 """
 
 # file type -> (default GGML type, gguf.LlamaFileType member)
