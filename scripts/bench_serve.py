@@ -187,7 +187,8 @@ def main():
                     while k <= args.parallel:
                         tps = throughput(base, m.path.stem, prompt, k, args.seconds, args.gen_tokens)
                         rows.append({"slots": k, "tokens_per_s": tps})
-                        print(f"  throughput: {k} slot(s) {tps:8.1f} tok/s  ({tps / rows[0]['tokens_per_s']:.2f}x one slot)")
+                        ratio = tps / rows[0]["tokens_per_s"]
+                        print(f"  throughput: {k} slot(s) {tps:8.1f} tok/s  ({ratio:.2f}x one slot)")
                         k *= 2
                     out["throughput"] = rows
                 if not args.skip_burst:

@@ -63,13 +63,15 @@ def test_malformed_json(base, raw):
 @pytest.mark.parametrize("patch,param", [
     ({"prompt": 5}, "prompt"), ({"prompt": None}, "prompt"), ({"prompt": ""}, "prompt"),
     ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": [1, "x"]}, "prompt"), ({"prompt": {"a": 1}}, "prompt"),
-    ({"max_tokens": "8"}, "max_tokens"), ({"max_tokens": 8.5}, "max_tokens"), ({"max_tokens": True}, "max_tokens"),
-    ({"temperature": "hot"}, "temperature"), ({"temperature": -1}, "temperature"), ({"temperature": 1e308}, "temperature"),
+    ({"max_tokens": "8"}, "max_tokens"), ({"max_tokens": 8.5}, "max_tokens"),
+    ({"max_tokens": True}, "max_tokens"), ({"temperature": "hot"}, "temperature"),
+    ({"temperature": -1}, "temperature"), ({"temperature": 1e308}, "temperature"),
     ({"top_p": 2}, "top_p"), ({"top_p": [1]}, "top_p"), ({"seed": 1.5}, "seed"), ({"seed": 2 ** 70}, "seed"),
-    ({"stream": "yes"}, "stream"), ({"stop": 5}, "stop"), ({"stop": ["a"] * 5}, "stop"), ({"stop": ["x" * 300]}, "stop"),
-    ({"n": 2}, "n"), ({"echo": True}, "echo"), ({"logprobs": 3}, "logprobs"), ({"presence_penalty": 1}, "presence_penalty"),
-    ({"model": 7}, "model"), ({"model": None}, "model"), ({"stream_options": {"include_usage": True}}, "stream_options"),
-    ({"ignore_eos": 1}, "ignore_eos"), ({"prompt": "0012\ud800"}, "prompt"), ({"stop": ["\udfff"]}, "stop"),
+    ({"stream": "yes"}, "stream"), ({"stop": 5}, "stop"), ({"stop": ["a"] * 5}, "stop"),
+    ({"stop": ["x" * 300]}, "stop"), ({"n": 2}, "n"), ({"echo": True}, "echo"), ({"logprobs": 3}, "logprobs"),
+    ({"presence_penalty": 1}, "presence_penalty"), ({"model": 7}, "model"), ({"model": None}, "model"),
+    ({"stream_options": {"include_usage": True}}, "stream_options"), ({"ignore_eos": 1}, "ignore_eos"),
+    ({"prompt": "0012\ud800"}, "prompt"), ({"stop": ["\udfff"]}, "stop"),
 ])
 def test_wrong_field_types_and_values(base, patch, param):
     body = {**GOOD, **patch}
@@ -114,9 +116,10 @@ def test_prompt_longer_than_the_context(base):
     still_serving(base)
 
 
-@pytest.mark.parametrize("messages", [None, [], "hi", [{"content": "x"}], [{"role": "wizard", "content": "x"}],
-                                      [{"role": "user", "content": 5}], [{"role": "user", "content": [{"type": "image_url"}]}],
-                                      ["user"], [{"role": "user", "content": "lone \ud83d surrogate"}]])
+@pytest.mark.parametrize("messages", [
+    None, [], "hi", [{"content": "x"}], [{"role": "wizard", "content": "x"}], [{"role": "user", "content": 5}],
+    [{"role": "user", "content": [{"type": "image_url"}]}], ["user"],
+    [{"role": "user", "content": "lone \ud83d surrogate"}]])
 def test_bad_chat_messages(base, messages):
     body = {"model": MODEL, "messages": messages}
     err = assert_error(post(base, "/v1/chat/completions", body))
