@@ -94,6 +94,16 @@ class Session:
         """Forgets every token (position 0); keeps the RNG state."""
         check(lib.er_session_reset(self._live()))
 
+    def truncate(self, n):
+        """Keeps the first n tokens of the cache and forgets the rest, so the
+        next decode appends at position n (a shared prefix kept instead of
+        prefilled again). UnsupportedError where the model's sliding-window
+        rings or convolution state no longer hold what position n reads
+        (nothing changes; reset and prefill instead)."""
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+            raise errors.InvalidArgumentError(f"n must be an integer, got {n!r}", -1)
+        check(lib.er_session_truncate(self._live(), int(n)))
+
     def seed(self, n):
         """Seeds the sampler (the same seed gives the same tokens)."""
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool):

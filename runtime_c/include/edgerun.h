@@ -298,7 +298,10 @@ ER_API int er_session_seed(er_session *session, uint64_t seed);
  * chat re-rendering its conversation keeps the common prefix this way instead
  * of prefilling it again. The last logits go with the forgotten tokens
  * (er_sample gives ER_ESTATE until the next decode); RNG and stats are kept.
- * n == pos changes nothing. Errors: ER_EINVAL (NULL, n < 0 or n > pos). */
+ * n == pos changes nothing. Errors: ER_EINVAL (NULL, n < 0 or n > pos);
+ * ER_EUNSUPPORTED where a sliding-window ring or LFM2's convolution state
+ * (which keep only the last positions) no longer holds what the step at n
+ * reads: nothing changes, and the caller resets and prefills instead. */
 ER_API int er_session_truncate(er_session *session, int32_t n);
 
 /* Tokens in the KV cache, and the context size. */

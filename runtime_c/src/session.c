@@ -52,14 +52,37 @@ int er_session_reset(er_session *s) {
     return ER_OK;
 }
 
+/* Whether a ring of `held` rows, last written at position pos - 1, still
+ * holds every position [n - span + 1, n) (from 0) that a step at n reads. */
+static bool ring_keeps(int n, int pos, int span, int held) {
+    const int first = n - span + 1 > 0 ? n - span + 1 : 0;
+    return first >= n || first >= pos - held;
+}
+
 int er_session_truncate(er_session *s, int32_t n) {
     if (!s) return er_fail(ER_EINVAL, "er_session_truncate: session is NULL");
     if (n < 0 || n > s->pos)
         return er_fail(ER_EINVAL, "er_session_truncate: %d tokens asked to keep, the session holds %d", n, s->pos);
-    /* Every cached row is addressed by its position alone, so the rows below
-     * n stay valid. A cache whose rows depend on later tokens (a ring that
-     * wrapped, a recurrent state) cannot be cut this way and must refuse. */
+    /* A full cache's rows are addressed by their position alone, so the rows
+     * below n stay valid. A sliding-window ring and LFM2's convolution ring
+     * hold only the last positions: the next step at n reads positions
+     * [n - span + 1, n), which must not have been overwritten by positions
+     * after them. Cut further back, the state for n is gone, and running on
+     * would read later tokens' rows as earlier ones: refuse, so the caller
+     * resets and prefills instead (edgerun.chat does). */
     if (n < s->pos) {
+        const er_model *m = s->model;
+        for (int l = 0; l < m->d.n_layer; l++) {
+            const er_layer *L = &m->layers[l];
+            if (L->ring && !ring_keeps(n, s->pos, L->window, L->ring))
+                return er_fail(ER_EUNSUPPORTED, "er_session_truncate: layer %d keeps a ring of the last %d positions; "
+                               "cutting %d tokens back to %d loses what position %d reads (reset and prefill "
+                               "instead)", l, L->ring, s->pos - n, n, n);
+            if (L->conv && !ring_keeps(n, s->pos, m->d.conv_l, m->d.conv_l))
+                return er_fail(ER_EUNSUPPORTED, "er_session_truncate: layer %d's convolution state holds the last %d "
+                               "positions only; cutting %d tokens back to %d loses it (reset and prefill instead)",
+                               l, m->d.conv_l, s->pos - n, n);
+        }
         s->pos = n;
         s->has_logits = 0;
     }

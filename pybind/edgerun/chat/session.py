@@ -218,7 +218,12 @@ class ChatSession:
         if pos < len(self._cache):
             del self._cache[pos:]
         elif pos > len(self._cache):
-            check(lib.er_session_truncate(self._live(), len(self._cache)))
+            rc = lib.er_session_truncate(self._live(), len(self._cache))
+            if rc == _ER_EUNSUPPORTED:   # a ring or convolution state that cannot be cut back
+                check(lib.er_session_reset(self._live()))
+                self._cache = []
+            else:
+                check(rc)
 
     # ------------------------------------------------------------ figures
     def stats(self):
