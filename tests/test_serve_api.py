@@ -155,7 +155,7 @@ def _device_root(tmp_path, budget_mib=256):
     import os
 
     import edgerun
-    from edgerun import device_config
+    from edgerun.ota import device_config
     slot = tmp_path / "rootfs-a"
     slot.mkdir()
     cfg = device_config.make(edgerun.default_model_path(), "0012+0034=", "64000", root=str(tmp_path),
