@@ -5,8 +5,10 @@ the same run, and writes a report; none is a pass/fail test.
     isa             `edgerun bench --qemu-isa`: Arm kernel tables under qemu-user
     board           `edgerun bench --board`: latency of a board build, with gates
     tokenizer       `edgerun bench-tokenizer`: MB/s beside HF, tiktoken, sentencepiece
+    calls           `edgerun bench-tokenizer --per-call`: what one call costs, and one generated token
     cuda            `edgerun bench --device cuda`: tokens/s against GPU bandwidth
     interference    how much of the machine other work took during a run
+    trace           `edgerun trace`: record a generation's per-op events
     trace_summary   `edgerun trace --summary`: where a generation's time went
 """
 from .engines import format_table, matrix, run
