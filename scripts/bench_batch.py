@@ -55,17 +55,22 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=48)
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--warmup", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per point; the best is reported")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per point, alternating; the best is reported")
     ap.add_argument("--json", help="write the numbers here too")
     a = ap.parse_args(argv)
     if 1 not in a.slots:
         a.slots = [1] + a.slots
     out = {"model": a.model, "steps": a.steps, "points": []}
     for t in a.threads:
-        base = None
+        # the slot counts alternate within each repeat, so a change in the
+        # machine's load reaches them all alike; the best run of each counts
+        best = {n: 0.0 for n in a.slots}
+        for _ in range(a.repeat):
+            for n in a.slots:
+                best[n] = max(best[n], run(a.model, n, t, a.steps, a.prompt, a.warmup))
+        base = best[1]
         for n in a.slots:
-            tps = max(run(a.model, n, t, a.steps, a.prompt, a.warmup) for _ in range(a.repeat))
-            base = tps if n == 1 else base
+            tps = best[n]
             print(f"threads {t}  slots {n}: {tps:8.1f} decode tok/s aggregate  ({tps / base:4.2f}x one slot)",
                   flush=True)
             out["points"].append({"threads": t, "slots": n, "tok_s": tps, "x_one_slot": tps / base})
