@@ -27,7 +27,7 @@ Cancellation: job.cancel() (a client that went away) marks the job; the loop
 drops it before the next step, so its slot is free for the next job at once
 (after at most the step that was running). The slot keeps the cache of
 everything decoded so far, which is consistent: ids are recorded only after
-er_decode succeeds.
+the step's decode call succeeds.
 """
 import collections
 import itertools
