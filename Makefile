@@ -18,6 +18,7 @@
 #   make soak        10,000 generate requests: RSS growth (Python, C) and leaks (C under LeakSanitizer)
 #   make bench-latency  per-token latency percentiles and first-request latency (scripts/bench_latency.py)
 #   make soak-serve  2,000 requests through `edgerun serve`: 0 failed, server RSS growth <= 1 MB
+#   make bench-batch batched decode: aggregate tok/s of 1, 2, 4 sessions in one step (scripts/bench_batch.py)
 #   make bench-serve `edgerun serve` throughput at 1-4 slots and the burst test (scripts/bench_serve.py)
 #   make test-tsan-swap  the live model swap stress test under ThreadSanitizer (clang)
 #   make bench       edgerun vs llama.cpp: 15M/110M x F32/Q8_0/Q4_0/Q4_K (+110M: llama.cpp's Q4_1 ... Q6_K files) x 1,2 threads
@@ -268,6 +269,7 @@ bench: build
 	@echo; $(EDGERUN) bench-tokenizer --mb 10
 	@echo; $(MAKE) --no-print-directory bench-qemu-isa
 	@echo; $(MAKE) --no-print-directory bench-serve
+	@echo; $(MAKE) --no-print-directory bench-batch
 
 # `edgerun serve` on the 110M shape (Q4_0, n_ctx 1024), in-process on loopback
 # (scripts/bench_serve.py): aggregate tokens/s of 1, 2 and 4 streaming clients,
@@ -280,6 +282,14 @@ SERVE_BENCH_ARGS ?= --threads 1 --prefill-share 0.5 100
 bench-serve: build
 	test -f $(SERVE_MODEL) || $(PY) scripts/make_bench_model.py $(SERVE_MODEL) --type q4_0 --shape 110m
 	$(call PYENV,$(NATIVE)) $(PY) scripts/bench_serve.py $(SERVE_MODEL) $(SERVE_BENCH_ARGS) --json $(BENCH_DIR)/serve.json
+
+# Batched decode (er_decode_batch, scripts/bench_batch.py): aggregate decode
+# tokens/s of 1, 2 and 4 sessions stepped together on the 110M Q4_0 shape, at
+# 1 and 2 threads, against one session alone (goal: 4 slots >= 3x one). ~2 min.
+.PHONY: bench-batch
+bench-batch: build
+	test -f $(SERVE_MODEL) || $(PY) scripts/make_bench_model.py $(SERVE_MODEL) --type q4_0 --shape 110m
+	$(call PYENV,$(NATIVE)) $(PY) scripts/bench_batch.py $(SERVE_MODEL) --threads 1 2 --json $(BENCH_DIR)/batch.json
 
 # The server's soak (tests/test_serve_soak.py, also in `make test-long`):
 # 2,000 requests through the openai client, 0 failed, RSS growth <= 1 MB.

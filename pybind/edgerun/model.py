@@ -326,6 +326,28 @@ class Model:
             self._free(s)
         return out
 
+    def decode_batch(self, work):
+        """One forward step for several sessions of this model (er_decode_batch):
+        work is [(Session, ids)], each session at most once, the ids of all of
+        them together at most n_batch. Appends each session's ids and returns
+        their logits after the last one, float32 (n_vocab,) arrays of their own,
+        in work's order: bit for bit what Session.decode gives each alone."""
+        work = list(work)
+        if not work:
+            raise errors.InvalidArgumentError("decode_batch: no sessions given", -1)
+        n = len(work)
+        ptrs = ffi.new("er_session *[]", n)
+        arrs = [ffi.new("int32_t[]", self._ids(ids)) for _, ids in work]
+        ids_p = ffi.new("int32_t *[]", arrs)
+        lens = ffi.new("size_t[]", [len(a) for a in arrs])
+        for i, (sess, _) in enumerate(work):
+            if getattr(sess, "_model", None) is not self:
+                raise errors.InvalidArgumentError(f"decode_batch: entry {i} is not a Session of this model", -1)
+            ptrs[i] = sess._live()
+        out = ffi.new("float *[]", n)
+        check(lib.er_decode_batch(ptrs, ids_p, lens, n, out))
+        return [np.frombuffer(ffi.buffer(out[i], 4 * self.n_vocab), dtype=np.float32).copy() for i in range(n)]
+
     def _ids(self, ids):
         ids = [int(i) for i in ids]
         if not ids:

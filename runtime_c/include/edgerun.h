@@ -323,6 +323,21 @@ ER_API int er_decode(er_session *session, const int32_t *ids, size_t n, float **
  * ER_ERANGE when out_cap < n * n_vocab. */
 ER_API int er_decode_all(er_session *session, const int32_t *ids, size_t n, float *out, size_t out_cap);
 
+/* One forward step for n_sessions distinct sessions of the same model: session
+ * i appends n_ids[i] >= 1 tokens ids[i] (a prompt chunk, or one decode
+ * token), and every weight matrix is streamed once for all of them. Each
+ * session's logits are bit for bit those er_decode would give it alone. On
+ * success last_logits[i] (if last_logits is not NULL) points at session i's
+ * n_vocab last logits, as er_decode's. The rows of one step, the sum of
+ * n_ids, must fit in the model's n_batch (no chunking: a scheduler sizes its
+ * chunks). Errors, with nothing appended to any session: ER_EINVAL (NULL
+ * arrays or sessions, n_sessions == 0, n_ids[i] == 0, a session given twice,
+ * sessions of different models, an id out of range), ER_ECONTEXT (a session
+ * without room for its tokens), ER_ERANGE (sum of n_ids > n_batch),
+ * ER_EUNSUPPORTED (a model run by the CUDA backend). */
+ER_API int er_decode_batch(er_session *const *sessions, const int32_t *const *ids, const size_t *n_ids,
+                           size_t n_sessions, float **last_logits);
+
 /* Picks the next token from the last logits with `params` (NULL = greedy),
  * using the session's RNG and token history (for the repetition penalty).
  * Does not append the token. Errors: ER_EINVAL, ER_ESTATE (no logits yet). */

@@ -54,6 +54,7 @@ typedef struct mm_task {
     int chunk_rows[3];      /* weight rows per claimed chunk, per item */
     int first_chunk[4];     /* item i owns chunks [first_chunk[i], first_chunk[i+1]) */
     int n_items, m;
+    int m_one;              /* er_matmul_args.m_one (a batched step), else 0 */
     /* The chunks [0, total) cut into n_ranges contiguous ranges, range r
      * owned by thread r: each thread claims from its own range first and
      * only then from the others', so normally every thread streams one
@@ -90,11 +91,11 @@ static int chunk_rows_for(const er_kernels *k, const er_weight *w, int nth) {
 }
 
 /* Output columns [r0, r1) of item it's product, for m activation rows. */
-static void product_rows(const er_kernels *k, const mm_item *it, int m, int r0, int r1) {
+static void product_rows(const er_kernels *k, const mm_item *it, int m, int m_one, int r0, int r1) {
     const er_weight *w = it->w;
     er_matmul_args a = {
         .w = w->packed ? w->packed : w->data, .w_row_bytes = w->row_bytes, .x = it->x, .x_stride = it->x_stride,
-        .y = it->y, .y_stride = it->y_stride, .n = w->n_in, .m = m, .r0 = r0, .r1 = r1,
+        .y = it->y, .y_stride = it->y_stride, .n = w->n_in, .m = m, .r0 = r0, .r1 = r1, .m_one = m_one,
     };
     (w->packed ? k->matmul_repacked : k->matmul)[w->wtype](&a);
 }
@@ -115,7 +116,7 @@ static void mm_worker(void *ctx, int ith, int nth) {
             const mm_item *it = &t->it[i];
             const int r0 = (c - t->first_chunk[i]) * t->chunk_rows[i];
             const int r1 = r0 + t->chunk_rows[i] < it->w->n_out ? r0 + t->chunk_rows[i] : it->w->n_out;
-            product_rows(t->k, it, t->m, r0, r1);
+            product_rows(t->k, it, t->m, t->m_one, r0, r1);
             rows += r1 - r0;
         }
     }
@@ -141,6 +142,7 @@ typedef struct rows_task {
     void (*row)(const struct rows_task *t, int b);
     er_model *md;
     er_session *s;
+    er_session *const *ss;  /* a batched step's sessions (er_forward_batch), row b's at md->act.rows[b] */
     const er_layer *L;
     int op, layer;          /* the operation the workers trace their rows as (0: none, the residual adds) */
     int m, n;               /* rows, elements per row */
@@ -268,6 +270,14 @@ static void store_kv_row(const rows_task *t, int b) {
     store_kv(md, t->s, t->layer, t->s->pos + b, md->act.k + b * kvd, md->act.v + b * kvd, 0, md->d.n_head_kv);
 }
 
+/* a batched step's row b: K and V into its own session's cache at its own position */
+static void store_kv_batch_row(const rows_task *t, int b) {
+    const er_model *md = t->md;
+    const size_t kvd = md->d.kv_row;
+    const er_batch_row r = md->act.rows[b];
+    store_kv(md, t->ss[r.sess], t->layer, r.pos, md->act.k + b * kvd, md->act.v + b * kvd, 0, md->d.n_head_kv);
+}
+
 /*
  * Returns activations x (m rows of n floats) in the format weight w needs:
  * the floats themselves, or rows quantized into the xq scratch. Each
@@ -303,7 +313,8 @@ static const void *prepare(er_model *md, int op, int layer, const er_weight *w, 
 static void matmul_shared(er_model *md, int op, int layer, const float *x, int m, const er_weight *const *w,
                           float *const *y, int n) {
     uint64_t t0 = er_trace_begin(&md->trace);
-    mm_task t = {.k = md->k, .n_items = n, .m = m, .tr = &md->trace, .op = op, .layer = layer};
+    mm_task t = {.k = md->k, .n_items = n, .m = m, .m_one = md->act.m_one, .tr = &md->trace, .op = op,
+                 .layer = layer};
     int n_out = 0;
     unsigned cached = 0;
     for (int i = 0; i < n; i++) {
@@ -335,6 +346,7 @@ typedef struct att_task {
     er_model *md;
     er_session *s;
     int layer, m, pos0;
+    int r0;                 /* the step's row of the session's first query (a batched step), else 0 */
     int tokens;             /* tokens per work item (er_att_tokens), or 0: one query per item */
     int heads;              /* or, for a decode step, K/V heads per item (er_att_heads) */
     int rows;               /* or, for a decode step split in two (er_att_split), K rows per item */
@@ -367,6 +379,9 @@ static void att_worker(void *ctx, int ith, int nth) {
     /* per-thread scratch, indexed by ith: each thread's own */
     float *scratch = md->act.scores + (size_t)ith * er_att_scratch(d);
     const float scale = d->attn_scale;
+    /* the session's rows of a batched step */
+    float *const aq = md->act.q + (size_t)t->r0 * d->n_head * hd;
+    float *const aa = md->act.att + (size_t)t->r0 * d->n_head * hd;
     (void)nth;
     float *out[ER_ATT_MAX_QUERIES];
     const float *q[ER_ATT_MAX_QUERIES];
@@ -380,7 +395,7 @@ static void att_worker(void *ctx, int ith, int nth) {
             size_t stride;
             const size_t off = er_kv_col_rows(d, L->kv_rows, k0, er_kv_slot(L->ring, lo), &stride) * elem;
             const size_t at = (size_t)k0 * group * hd;
-            md->k->attention_heads(md->act.att + at, md->act.q + at, t->pos0 + 1 - lo, k_base + off,
+            md->k->attention_heads(aa + at, aq + at, t->pos0 + 1 - lo, k_base + off,
                                    v_base + off, d->kv_type, stride, nk, group, hd, scale,
                                    scratch);
             done += nk * group;
@@ -411,8 +426,8 @@ static void att_worker(void *ctx, int ith, int nth) {
             }
             for (int h = h0; h < h1; h++) {
                 const size_t at = (size_t)b * d->n_head * hd + (size_t)h * hd;
-                q[nq] = md->act.q + at;
-                out[nq] = md->act.att + at;
+                q[nq] = aq + at;
+                out[nq] = aa + at;
                 n_kv[nq] = t->pos0 + b + 1 - lo;
                 /* flushed when full, and after the last (of the token, in a window) */
                 if (++nq == ER_ATT_MAX_QUERIES || (h == h1 - 1 && (b == b1 - 1 || L->window))) {
@@ -448,6 +463,7 @@ static void att_split_worker(void *ctx, int ith, int nth) {
     const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
     const size_t layer_off = (size_t)er_kv_slot(L->ring, lo) * d->kv_row * elem;
     float *sc = md->act.scores;
+    const size_t q_at = (size_t)t->r0 * d->n_head * hd;
     (void)nth;
     int done = 0;
     if (t->rows) {
@@ -455,7 +471,7 @@ static void att_split_worker(void *ctx, int ith, int nth) {
         const float scale = d->attn_scale;
         for (int i; (i = er_pool_claim(&t->next)) < (n_kv + t->rows - 1) / t->rows;) {
             const int t0 = i * t->rows, t1 = n_kv - t0 < t->rows ? n_kv : t0 + t->rows;
-            md->k->attention_scores(sc, md->act.q, n_kv, t0, t1, kc, d->kv_type, d->kv_row, d->n_head_kv, group, hd,
+            md->k->attention_scores(sc, md->act.q + q_at, n_kv, t0, t1, kc, d->kv_type, d->kv_row, d->n_head_kv, group, hd,
                                     scale);
         }
     } else {
@@ -463,12 +479,36 @@ static void att_split_worker(void *ctx, int ith, int nth) {
         const int per = (d->n_head_kv + md->pool.n_threads - 1) / md->pool.n_threads;
         for (int i; (i = er_pool_claim(&t->next)) * per < d->n_head_kv;) {
             const int h = i * per, nk = d->n_head_kv - h < per ? d->n_head_kv - h : per;
-            md->k->attention_sums(md->act.att + (size_t)h * group * hd, sc + (size_t)h * group * n_kv, n_kv,
+            md->k->attention_sums(md->act.att + q_at + (size_t)h * group * hd, sc + (size_t)h * group * n_kv, n_kv,
                                   vc + (size_t)h * hd * elem, d->kv_type, d->kv_row, nk, group, hd);
             done += nk * group;
         }
     }
     er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, done, n_kv);
+}
+
+/* Attention of session s's m queries at positions [pos0, pos0 + m), rows
+ * [r0, r0 + m) of act.q, over its cache (the step's K and V already
+ * stored), into the same rows of act.att. A batched step calls it per run of
+ * a session's rows; every way of cutting the queries into work items gives
+ * each query the same bits (kernels.h). */
+static void attend(er_model *md, er_session *s, const er_layer *L, int l, int m, int r0, int pos0) {
+    const er_dims *d = &md->d;
+    const uint64_t t0 = er_trace_begin(&md->trace);
+    att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = pos0, .r0 = r0, .tokens = er_att_tokens(d)};
+    if (m == 1) at.heads = er_att_heads(d, md->pool.n_threads);
+    if (m == 1) at.rows = er_att_split(d, md->pool.n_threads, pos0 + 1 - att_lo(L, pos0));
+    if (!at.heads && (m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
+    atomic_init(&at.next, 0);
+    if (at.rows) {
+        dispatch(md, att_split_worker, &at);
+        at.rows = 0;
+        atomic_store(&at.next, 0);
+        dispatch(md, att_split_worker, &at);
+    } else {
+        dispatch(md, att_worker, &at);
+    }
+    er_trace_end(&md->trace, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, pos0 + m);
 }
 
 /* Q/K/V products, RoPE, the K/V store and attention over the whole of
@@ -489,21 +529,7 @@ static void attention(er_model *md, er_session *s, const er_layer *L, int l, int
     each_row(md, &(rows_task){.row = store_kv_row, .md = md, .op = ER_OP_KV_STORE, .layer = l, .m = m,
                               .n = 2 * kvd, .s = s});
     er_trace_end(tr, t0, ER_OP_KV_STORE, l, 0, m, 2 * kvd, 2 * kvd);
-    t0 = er_trace_begin(tr);
-    att_task at = {.md = md, .s = s, .layer = l, .m = m, .pos0 = s->pos, .tokens = er_att_tokens(d)};
-    if (m == 1) at.heads = er_att_heads(d, md->pool.n_threads);
-    if (m == 1) at.rows = er_att_split(d, md->pool.n_threads, s->pos + 1 - att_lo(L, s->pos));
-    if (!at.heads && (m + at.tokens - 1) / at.tokens * d->n_head_kv < md->pool.n_threads) at.tokens = 0;
-    atomic_init(&at.next, 0);
-    if (at.rows) {
-        dispatch(md, att_split_worker, &at);
-        at.rows = 0;
-        atomic_store(&at.next, 0);
-        dispatch(md, att_split_worker, &at);
-    } else {
-        dispatch(md, att_worker, &at);
-    }
-    er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, s->pos + m);
+    attend(md, s, L, l, m, 0, s->pos);
 }
 
 /* ---- a decode step's attention block in one dispatch ---------------------- */
@@ -552,9 +578,9 @@ static void block_worker(void *ctx, int ith, int nth) {
         const int q0 = h0 * group * hd, nq = nk * group * hd, c0 = h0 * hd, nc = nk * hd;
         float *q = md->act.q + q0, *kr = md->act.k + c0, *vr = md->act.v + c0;
         uint64_t t0 = er_trace_begin(tr);
-        product_rows(k, &t->it[0], 1, q0, q0 + nq);
-        product_rows(k, &t->it[1], 1, c0, c0 + nc);
-        product_rows(k, &t->it[2], 1, c0, c0 + nc);
+        product_rows(k, &t->it[0], 1, 0, q0, q0 + nq);
+        product_rows(k, &t->it[1], 1, 0, c0, c0 + nc);
+        product_rows(k, &t->it[2], 1, 0, c0, c0 + nc);
         er_trace_end(tr, t0, ER_OP_QKV, l, ith, 1, nq + 2 * nc, d->n_embd);
         t0 = er_trace_begin(tr);
         if (L->bq) {
@@ -601,6 +627,23 @@ static void attention_block(er_model *md, er_session *s, const er_layer *L, int 
 
 /* ---- the step ------------------------------------------------------------- */
 
+/* Row b's RoPE angles for position pos; gemma3's local layers have a base
+ * of their own, and its linear scaling is the global layers' only. */
+static void rope_angles_row(er_model *md, int b, int pos) {
+    const er_dims *d = &md->d;
+    const er_hparams *hp = &md->hp;
+    float *cs = md->act.rope_cs + (size_t)b * d->head_dim;
+    if (d->n_rot == d->head_dim && hp->rope_scale == 1.0f && !md->rope_freqs)
+        er_rope_angles(cs, d->head_dim, pos, hp->rope_freq_base);
+    else
+        er_rope_angles_scaled(cs, d->n_rot, pos, hp->rope_freq_base, hp->rope_scale, md->rope_freqs);
+    /* LongRoPE's attention factor scales cos and sin (transformers: cos * attention_scaling) */
+    if (hp->rope_attn_factor != 1.0f)
+        for (int i = 0; i < d->n_rot; i++) cs[i] *= hp->rope_attn_factor;
+    if (d->traits & ER_T_SWA6)
+        er_rope_angles(md->act.rope_cs_swa + (size_t)b * d->head_dim, d->head_dim, pos, hp->rope_freq_base_swa);
+}
+
 /* Each operation is bracketed by er_trace_begin/end: when tracing is off
  * that is a relaxed load and a branch per operation, ~15 per layer. Shapes
  * recorded: [rows, outputs, inputs]; attention [rows, heads, positions]. */
@@ -621,24 +664,9 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
     /* Gemma scales the embeddings by sqrt(n_embd), rounded to a float as transformers does */
     if (d->traits & ER_T_EMBD_SCALE)
         for (size_t i = 0, n = (size_t)m * E; i < n; i++) x[i] *= sqrtf((float)E);
-    /* each position's RoPE angles, once for all layers (timed with the
-     * embedding); gemma3's local layers have a base of their own, and its
-     * linear scaling is the global layers' only */
+    /* each position's RoPE angles, once for all layers (timed with the embedding) */
     const er_hparams *hp = &md->hp;
-    const int swa6 = (d->traits & ER_T_SWA6) != 0;
-    for (int b = 0; b < m; b++) {
-        float *cs = md->act.rope_cs + (size_t)b * d->head_dim;
-        if (d->n_rot == d->head_dim && hp->rope_scale == 1.0f && !md->rope_freqs)
-            er_rope_angles(cs, d->head_dim, s->pos + b, hp->rope_freq_base);
-        else
-            er_rope_angles_scaled(cs, d->n_rot, s->pos + b, hp->rope_freq_base, hp->rope_scale, md->rope_freqs);
-        /* LongRoPE's attention factor scales cos and sin (transformers: cos * attention_scaling) */
-        if (hp->rope_attn_factor != 1.0f)
-            for (int i = 0; i < d->n_rot; i++) cs[i] *= hp->rope_attn_factor;
-        if (swa6)
-            er_rope_angles(md->act.rope_cs_swa + (size_t)b * d->head_dim, d->head_dim, s->pos + b,
-                           hp->rope_freq_base_swa);
-    }
+    for (int b = 0; b < m; b++) rope_angles_row(md, b, s->pos + b);
     er_trace_end(tr, t0, ER_OP_EMBED, -1, 0, m, E, 0);
 
     for (int l = 0; l < d->n_layer; l++) {
@@ -708,5 +736,120 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         for (size_t i = 0, n = (size_t)rows * d->n_vocab; i < n; i++) out[i] = tanhf(out[i] / c) * c;
     }
     if (logits_all) memcpy(s->logits, logits_all + (size_t)(m - 1) * d->n_vocab, (size_t)d->n_vocab * sizeof(float));
+    return ER_OK;
+}
+
+/* ---- a batched step: several sessions' rows together ---------------------- */
+
+/*
+ * er_decode_batch's step: session i's n[i] tokens ids[i] at its own
+ * positions, the sessions' rows one after another in the activations
+ * (m = sum of n[i] <= n_batch; session.c checks). The products take all
+ * rows at once, so each weight is streamed once for the whole step; each
+ * row's arithmetic is what it would get in its session's own er_forward:
+ * the products, norms, quantized activations and element-wise steps work
+ * row by row (kernels.h: a row's result does not depend on the others),
+ * RoPE takes each row's own position (act.rows), K and V go to each row's
+ * own session, and attention runs per session over its own rows with the
+ * work items it would take alone (attend). A lone decode step's fused
+ * attention_block computes the same bits as attend with m = 1 (its comment),
+ * so a one-token session gets those here too. Logits: the last row of each
+ * session, through the vocabulary projection together, into act.logits_b,
+ * then copied to each session's logits.
+ */
+int er_forward_batch(er_session *const *ss, const int32_t *const *ids, const size_t *n, int ns) {
+    er_model *md = ss[0]->model;
+    const er_kernels *k = md->k;
+    const er_dims *d = &md->d;
+    const er_hparams *hp = &md->hp;
+    const int E = d->n_embd, F = d->n_ff;
+    float *x = md->act.x, *xb = md->act.xb, *xb2 = md->act.xb2;
+    er_batch_row *rows = md->act.rows;
+    /* Rows: first each session's whole tiles of 4 (4 * floor(n / 4) rows,
+     * in session order), then every session's remaining rows (one-token
+     * sessions, a chunk's last n % 4): the products tile exactly the rows
+     * they tile alone, and take the rest as one-row products (m_one). */
+    int heads = 0;
+    for (int i = 0; i < ns; i++) heads += (int)n[i] / 4 * 4;
+    int m = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < ns; i++) {
+            const int h = (int)n[i] / 4 * 4, j0 = pass ? h : 0, j1 = pass ? (int)n[i] : h;
+            for (int j = j0; j < j1; j++, m++) {
+                rows[m] = (er_batch_row){.sess = i, .pos = ss[i]->pos + j};
+                k->dequant_row[md->tok_embd.wtype]((const uint8_t *)md->tok_embd.data +
+                                                       (size_t)ids[i][j] * md->tok_embd.row_bytes,
+                                                   x + (size_t)m * E, E);
+                rope_angles_row(md, m, rows[m].pos);
+            }
+        }
+    md->act.m_one = m - heads;
+    if (d->traits & ER_T_EMBD_SCALE)
+        for (size_t i = 0, nx = (size_t)m * E; i < nx; i++) x[i] *= sqrtf((float)E);
+
+    for (int l = 0; l < d->n_layer; l++) {
+        const er_layer *L = &md->layers[l];
+        each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = x, .w = L->attn_norm,
+                                  .dst = xb});
+        if (L->conv) {
+            matmul1(md, ER_OP_QKV, l, xb, m, &L->conv_in, md->act.conv);
+            const er_family_kernels fk = er_kernels_family(k);
+            for (int b = 0; b < m; b++) { /* each session's rows in order: its ring holds its last conv_l */
+                float *ring = ss[rows[b].sess]->conv_ring + (size_t)l * (size_t)d->conv_l * (size_t)E;
+                fk.shortconv(xb + (size_t)b * E, md->act.conv + (size_t)b * 3 * E, ring, L->conv_w, E, d->conv_l,
+                             rows[b].pos);
+            }
+            matmul1(md, ER_OP_ATTN_OUT, l, xb, m, &L->conv_out, xb2);
+        } else {
+            const int qd = d->n_head * d->head_dim, kvd = (int)d->kv_row;
+            matmul_shared(md, ER_OP_QKV, l, xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},
+                          (float *const[]){md->act.q, md->act.k, md->act.v}, 3);
+            each_row(md, &(rows_task){.row = rope_row, .md = md, .m = m, .n = qd + kvd, .L = L});
+            each_row(md, &(rows_task){.row = store_kv_batch_row, .md = md, .layer = l, .m = m, .n = 2 * kvd,
+                                      .ss = ss});
+            /* per run of a session's rows: its tiles, then its rest */
+            for (int b = 0; b < m;) {
+                int e = b + 1;
+                while (e < m && rows[e].sess == rows[b].sess && rows[e].pos == rows[e - 1].pos + 1 &&
+                       (b >= heads) == (e >= heads))
+                    e++;
+                attend(md, ss[rows[b].sess], L, l, e - b, b, rows[b].pos);
+                b = e;
+            }
+            matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);
+        }
+        if (L->post_attn_norm)
+            each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = xb2,
+                                      .w = L->post_attn_norm, .dst = xb2});
+        each_row(md, &(rows_task){.row = add_row, .md = md, .m = m, .n = E, .src = xb2, .dst = x});
+
+        each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = x, .w = L->ffn_norm,
+                                  .dst = xb});
+        matmul_shared(md, ER_OP_FFN_GATE_UP, l, xb, m, (const er_weight *const[]){&L->w_gate, &L->w_up},
+                      (float *const[]){md->act.hb, md->act.hb2}, 2);
+        each_row(md, &(rows_task){.row = d->traits & ER_T_GELU ? gelu_mul_row : silu_mul_row, .md = md, .m = m,
+                                  .n = F, .src = md->act.hb2, .dst = md->act.hb});
+        matmul1(md, ER_OP_FFN_DOWN, l, md->act.hb, m, &L->w_down, xb2);
+        if (L->post_ffn_norm)
+            each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = xb2,
+                                      .w = L->post_ffn_norm, .dst = xb2});
+        each_row(md, &(rows_task){.row = add_row, .md = md, .m = m, .n = E, .src = xb2, .dst = x});
+    }
+
+    /* each session's last row (its highest position), gathered into xb's first ns rows */
+    for (int b = 0; b < m; b++)
+        if (rows[b].pos == ss[rows[b].sess]->pos + (int)n[rows[b].sess] - 1)
+            k->rmsnorm(xb + (size_t)rows[b].sess * E, x + (size_t)b * E, md->output_norm, E, hp->rms_eps);
+    float *out = ns == 1 ? ss[0]->logits : md->act.logits_b;
+    md->act.m_one = ns; /* each as the one row of its session's own projection */
+    matmul1(md, ER_OP_LM_HEAD, -1, xb, ns, &md->output, out);
+    md->act.m_one = 0;
+    if (hp->final_logit_softcap > 0.0f) {
+        const float c = hp->final_logit_softcap;
+        for (size_t i = 0, nv = (size_t)ns * d->n_vocab; i < nv; i++) out[i] = tanhf(out[i] / c) * c;
+    }
+    if (ns > 1)
+        for (int i = 0; i < ns; i++)
+            memcpy(ss[i]->logits, out + (size_t)i * d->n_vocab, (size_t)d->n_vocab * sizeof(float));
     return ER_OK;
 }

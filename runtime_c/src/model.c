@@ -253,6 +253,12 @@ static int carve_runtime(er_model *m, int cuda) {
         m->act.rope_cs_swa = take(m, ER_SEC_ACT, B * (size_t)d->head_dim, 4);
         m->act.conv = d->conv_l ? take(m, ER_SEC_ACT, B * 3 * E, 4) : NULL;
         if (d->conv_l && !m->act.conv) return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
+        m->act.rows = take(m, ER_SEC_ACT, B, sizeof(er_batch_row));
+        m->act.m_one = 0;
+        const size_t S = (size_t)d->n_sessions;
+        m->act.logits_b = S > 1 ? take(m, ER_SEC_ACT, (S < B ? S : B) * (size_t)d->n_vocab, 4) : NULL;
+        if (!m->act.rows || (S > 1 && !m->act.logits_b))
+            return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
         if (!m->act.scores || !m->act.rope_cs_swa)
             return er_fail(ER_ECORRUPT, "internal: activation section smaller than planned");
     }

@@ -82,6 +82,11 @@ enum {
 /* Per-layer kinds (er_family_layer). */
 enum { ER_L_NOPE = 1u << 0, ER_L_SWA = 1u << 1, ER_L_CONV = 1u << 2 };
 
+/* A batched step's row (er_forward_batch): its session's index in the step, and its position. */
+typedef struct er_batch_row {
+    int32_t sess, pos;
+} er_batch_row;
+
 /* Shapes the plan and the forward pass agree on. */
 typedef struct er_dims {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
@@ -279,6 +284,10 @@ struct er_model {
         float *rope_cs;        /* n_batch * head_dim: (cos, sin) pairs of the step's positions */
         float *rope_cs_swa;    /* the same with the local layers' base (gemma3), else NULL */
         float *conv;           /* lfm2: n_batch * 3 * n_embd, in_proj's B, C and x */
+        er_batch_row *rows;    /* n_batch: a batched step's rows' sessions and positions (er_forward_batch) */
+        float *logits_b;       /* min(n_sessions, n_batch) * n_vocab: a batched step's last logits, or NULL
+                                  with one session */
+        int m_one;             /* a batched step's last rows taking one-row products (er_matmul_args), else 0 */
     } act;
 
     pthread_mutex_t step_lock; /* one forward step at a time: activations and pool are shared */
@@ -319,6 +328,10 @@ void er_options_resolve(const er_options *in, er_options *out);
  * lands in s->logits. Caller holds step_lock and has checked the context.
  * Returns ER_OK, or (CUDA backend only) the device's failure. */
 int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all);
+/* One step for ns distinct sessions of one model, session i's n[i] >= 1 tokens
+ * ids[i], sum of n[i] <= n_batch (the caller checks, holds step_lock, and
+ * advances each pos); each session's last logits into its logits. CPU only. */
+int er_forward_batch(er_session *const *ss, const int32_t *const *ids, const size_t *n, int ns);
 
 /* plan.c: 1 when the (resolved) options select the CUDA backend. */
 int er_options_cuda(const er_options *o);

@@ -250,7 +250,8 @@ static int fill_sections(const gguf_file *f, const er_hparams *hp, const er_dims
              add_block(a, B * (size_t)d->n_ff, 4) && add_block(a, B, d->act_row_max) &&
              add_block(a, att, 4) && add_block(a, B * (size_t)d->head_dim, 4) &&
              add_block(a, B * (size_t)d->head_dim, 4) &&
-             (!d->conv_l || add_block(a, B * 3 * E, 4))));
+             (!d->conv_l || add_block(a, B * 3 * E, 4)) && add_block(a, B, sizeof(er_batch_row)) &&
+             (S < 2 || add_block(a, (S < B ? S : B) * V, 4))));
         sec[ER_SEC_THREADS] = er_pool_plan(d->n_threads);
         sec[ER_SEC_TRACE] = er_trace_plan(d->trace_events);
         sec[ER_SEC_REPACKED] = cuda ? 0 : er_repack_plan(f, k, d->n_layer);

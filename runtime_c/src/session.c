@@ -173,3 +173,68 @@ int er_decode_all(er_session *s, const int32_t *ids, size_t n, float *out, size_
         return er_fail(ER_ERANGE, "er_decode_all: out holds %zu floats, %zu tokens need %zu", out_cap, n, n * V);
     return decode(s, ids, n, out);
 }
+
+int er_decode_batch(er_session *const *ss, const int32_t *const *ids, const size_t *n_ids, size_t n_sessions,
+                    float **last_logits) {
+    if (!ss || !ids || !n_ids) return er_fail(ER_EINVAL, "er_decode_batch: sessions, ids and n_ids must not be NULL");
+    if (n_sessions == 0) return er_fail(ER_EINVAL, "er_decode_batch: no sessions given (n_sessions = 0)");
+    if (!ss[0]) return er_fail(ER_EINVAL, "er_decode_batch: session 0 is NULL");
+    er_model *m = ss[0]->model;
+    const er_dims *d = &m->d;
+    if (n_sessions > (size_t)d->n_sessions)
+        return er_fail(ER_EINVAL, "er_decode_batch: %zu sessions given, the model has %d slots", n_sessions,
+                       d->n_sessions);
+    if (m->cuda)
+        return er_fail(ER_EUNSUPPORTED, "er_decode_batch: the CUDA backend runs one session per step (use er_decode "
+                       "per session)");
+    size_t total = 0;
+    for (size_t i = 0; i < n_sessions; i++) {
+        const er_session *s = ss[i];
+        if (!s) return er_fail(ER_EINVAL, "er_decode_batch: session %zu is NULL", i);
+        if (s->model != m) return er_fail(ER_EINVAL, "er_decode_batch: session %zu belongs to another model", i);
+        for (size_t j = 0; j < i; j++)
+            if (ss[j] == s) return er_fail(ER_EINVAL, "er_decode_batch: sessions %zu and %zu are the same", j, i);
+        if (!ids[i]) return er_fail(ER_EINVAL, "er_decode_batch: ids of session %zu is NULL", i);
+        const size_t n = n_ids[i];
+        if (n == 0) return er_fail(ER_EINVAL, "er_decode_batch: no tokens given for session %zu", i);
+        if (n > (size_t)(d->n_ctx - s->pos))
+            return er_fail(ER_ECONTEXT, "context full: session %zu has %d tokens cached + %zu new > n_ctx %d", i,
+                           s->pos, n, d->n_ctx);
+        for (size_t j = 0; j < n; j++)
+            if (ids[i][j] < 0 || ids[i][j] >= d->n_vocab)
+                return er_fail(ER_EINVAL, "token id %d at index %zu of session %zu is out of range [0, %d)",
+                               ids[i][j], j, i, d->n_vocab);
+        total += n;
+        if (total > (size_t)d->n_batch)
+            return er_fail(ER_ERANGE, "er_decode_batch: the step's rows exceed n_batch %d (split prompts into "
+                           "smaller chunks)", d->n_batch);
+    }
+    const size_t *n = n_ids; /* each <= n_batch, an int */
+
+    double t0 = er_now_ms();
+    pthread_mutex_lock(&m->step_lock);
+    const int rc = er_forward_batch(ss, ids, n, (int)n_sessions);
+    for (size_t i = 0; !rc && i < n_sessions; i++) {
+        er_session *s = ss[i];
+        memcpy(s->history + s->pos, ids[i], (size_t)n[i] * sizeof(int32_t));
+        s->pos += (int)n[i];
+    }
+    pthread_mutex_unlock(&m->step_lock);
+    if (rc) return rc;
+    /* each session is charged the whole step: what it waited for its tokens */
+    double dt = er_now_ms() - t0;
+    for (size_t i = 0; i < n_sessions; i++) {
+        er_session *s = ss[i];
+        s->has_logits = 1;
+        if (n[i] > 1) {
+            s->stats.prefill_ms += dt;
+            s->stats.last_prefill_ms = dt;
+            s->stats.n_prefill_tokens += (int64_t)n[i];
+        } else {
+            s->stats.decode_ms += dt;
+            s->stats.n_decode_tokens += 1;
+        }
+        if (last_logits) last_logits[i] = s->logits;
+    }
+    return ER_OK;
+}

@@ -15,18 +15,19 @@ clients' per-token latency rises by at most about that share while a long
 prompt comes in; at most `prefill_chunk` tokens, at least one. With no slot
 generating, a prompt gets the whole `prefill_chunk` every step.
 
-step() is where the batched decode goes. Today it calls er_decode once per
-slot. When the runtime has er_decode_batch (one forward step for several
-sessions, weights streamed once for all of them), step() becomes one call
-with the same (slot, ids) list: sessions = [s.ptr], ids and counts per
-session, logits out per session. Nothing else here changes: the work list is
-already built per step, and sampling reads each session's own last logits.
+step() runs all of a step's work as one er_decode_batch call (one forward
+pass for every slot's session: each weight is streamed once for all of
+them), in several only where the step's rows exceed the model's n_batch. A
+call that fails appends nothing; its slots then go one er_decode each, so a
+slot whose request cannot go on (a full context) fails alone. The time
+budget above is measured per step: a step with only decode tokens, and how
+much a prompt chunk riding along adds to it (far less than alone).
 
 Cancellation: job.cancel() (a client that went away) marks the job; the loop
 drops it before the next step, so its slot is free for the next job at once
 (after at most the step that was running). The slot keeps the cache of
 everything decoded so far, which is consistent: ids are recorded only after
-er_decode succeeds.
+the step's decode call succeeds.
 """
 import collections
 import itertools
@@ -100,8 +101,9 @@ class Scheduler:
         self.queue_size = int(queue_size)
         self.prefill_chunk = int(prefill_chunk)
         self.prefill_share = float(prefill_share)
-        self._s_decode = None          # moving average: seconds per decode token (one er_decode of 1 id)
-        self._s_prompt = None          # moving average: seconds per prompt token in a prefill chunk
+        self._s_decode = None          # moving average: seconds of a step of decode tokens only
+        self._s_prompt = None          # moving average: seconds a prompt token adds to a step
+        self.n_batch = int(model.plan()["n_batch"])
         self.metrics = metrics
         self._cv = threading.Condition()
         self._queue = collections.deque()
@@ -239,6 +241,8 @@ class Scheduler:
         busy = sorted((s for s in self.slots if s.job is not None), key=lambda s: s.job.t_start)
         work = [(s, [s.job.next_id]) for s in busy if not s.job.pending]
         budget = self.prefill_budget(len(work))
+        # the whole step in one batched call where the rows fit n_batch
+        budget = min(budget, max(1, self.n_batch - len(work)))
         for s in busy:
             if s.job.pending and budget > 0:
                 n = min(budget, len(s.job.pending))
@@ -252,35 +256,68 @@ class Scheduler:
             return self.prefill_chunk
         if self._s_decode is None or self._s_prompt is None:
             return min(8, self.prefill_chunk)      # a small first chunk, to measure with
-        n = int(self.prefill_share * n_decode * self._s_decode / self._s_prompt)
+        if self._s_prompt <= 0:
+            return self.prefill_chunk
+        n = int(self.prefill_share * self._s_decode / self._s_prompt)
         return max(1, min(self.prefill_chunk, n))
 
-    def _timed(self, n, seconds):
-        # Moving averages over about the last 16 calls: long enough to ride out
-        # one slow step, short enough to follow a context that grows.
-        if n == 1:
-            self._s_decode = seconds if self._s_decode is None else self._s_decode + (seconds - self._s_decode) / 16
-        else:
-            per = seconds / n
-            self._s_prompt = per if self._s_prompt is None else self._s_prompt + (per - self._s_prompt) / 16
+    def _timed(self, n_decode, n_prompt, seconds):
+        # Moving averages over about the last 16 steps: long enough to ride
+        # out one slow step, short enough to follow a context that grows. A
+        # prompt token's cost is what it adds to a step of decode tokens.
+        def avg(old, new):
+            return new if old is None else old + (new - old) / 16
+        if n_prompt == 0:
+            self._s_decode = avg(self._s_decode, seconds)
+        elif n_decode == 0:
+            self._s_prompt = avg(self._s_prompt, seconds / n_prompt)
+        elif self._s_decode is not None:
+            self._s_prompt = avg(self._s_prompt, max(seconds - self._s_decode, 0.0) / n_prompt)
+
+    def _groups(self, work):
+        """work cut into runs whose rows fit n_batch (one run, normally)."""
+        group, rows = [], 0
+        for slot, ids in work:
+            if group and rows + len(ids) > self.n_batch:
+                yield group
+                group, rows = [], 0
+            group.append((slot, ids))
+            rows += len(ids)
+        if group:
+            yield group
 
     # ------------------------------------------------------------ one step
     def step(self, work):
-        """One forward step for every (slot, ids) in `work`, then sampling.
-
-        er_decode_batch plugs in HERE: replace the per-slot er_decode loop
-        with one call taking every slot's session and ids (a prefill chunk or
-        one decode token each); on success every slot's ids are appended to
-        its cache exactly as below, and the sampling loop stays as it is.
-        The timing then becomes one measurement per step: the step's time
-        with and without its prompt chunk is what prefill_budget() needs
-        (a chunk riding along a batched step costs far less than alone)."""
+        """One forward step for every (slot, ids) in `work` (one
+        er_decode_batch call), then sampling."""
+        n_decode = sum(1 for slot, _ in work if not slot.job.pending)
         done = []
-        for slot, ids in work:
-            arr = ffi.new("int32_t[]", ids)
-            t0 = time.perf_counter()
+        t0 = time.perf_counter()
+        for group in self._groups(work):
+            done.extend(self._decode(group))
+        self._timed(n_decode, sum(len(ids) for _, ids in work) - n_decode, time.perf_counter() - t0)
+        for slot, ids in done:
+            job = slot.job
+            if job.pending:
+                del job.pending[:len(ids)]
+                if job.pending:
+                    continue            # more prompt to prefill: no logits wanted yet
+            self._sample(slot, job)
+
+    def _decode(self, group):
+        """One er_decode_batch call for group; the (slot, ids) decoded."""
+        n = len(group)
+        arrs = [ffi.new("int32_t[]", ids) for _, ids in group]
+        rc = lib.er_decode_batch([slot.ptr for slot, _ in group], arrs, [len(ids) for _, ids in group], n,
+                                 ffi.NULL)
+        if rc >= 0:
+            for slot, ids in group:
+                slot.cache.extend(ids)
+            return group
+        # nothing was appended: each slot alone, so one that cannot go on fails alone
+        done = []
+        for (slot, ids), arr in zip(group, arrs):
             rc = lib.er_decode(slot.ptr, arr, len(ids), ffi.NULL)
-            self._timed(len(ids), time.perf_counter() - t0)
             if rc < 0:
                 msg = ffi.string(lib.er_last_error()).decode("utf-8", "replace")
                 slot.clear()
@@ -289,13 +326,7 @@ class Scheduler:
                 continue
             slot.cache.extend(ids)
             done.append((slot, ids))
-        for slot, ids in done:
-            job = slot.job
-            if job.pending:
-                del job.pending[:len(ids)]
-                if job.pending:
-                    continue            # more prompt to prefill: no logits wanted yet
-            self._sample(slot, job)
+        return done
 
     def _fail_step(self, work, exc):
         """Ends the jobs of a step that raised; their slots start over (what

@@ -221,6 +221,12 @@ typedef struct er_matmul_args {
     int n;                    /* columns (shared dimension) */
     int m;                    /* batch rows */
     int r0, r1;               /* output columns (weight rows) this call computes */
+    /* The last m_one of the m rows get, each, the arithmetic of a call with
+     * that row alone (m = 1): a batched step (forward.c, er_forward_batch)
+     * puts there the rows that decode alone, or are a prefill's remainder
+     * after its tiles of 4, so each row's bits are those it gets alone.
+     * Kernels whose rows never depend on the others ignore it. */
+    int m_one;
 } er_matmul_args;
 
 typedef struct er_kernels {

@@ -9,7 +9,8 @@
  * and converting each weight vector once for the four and each activation
  * vector once for the RW: a register tile of RW x 4 accumulators. Weight
  * rows left over at a chunk's end take ROWS with 2 (when RW > 2) and then 1;
- * activation rows left over (m mod 4) take the kernel's one-row DOT.
+ * activation rows left over (m mod 4), and the last m_one rows (kernels.h),
+ * take the kernel's one-row DOT.
  *
  * Why RW > 1 matters: each accumulator is a chain of dependent FMAs (4
  * cycles each, two issued per cycle on the cores we target), so a 1 x 4 tile
@@ -44,7 +45,7 @@ static inline void er_tile_store(float *y, size_t ys, int b, int r, const float 
         for (int c0_ = (a)->r0; c0_ < (a)->r1; c0_ += chunk_) {                                                    \
             const int c1_ = (a)->r1 - c0_ < chunk_ ? (a)->r1 : c0_ + chunk_;                                       \
             int b_ = 0;                                                                                            \
-            for (; b_ + 4 <= (a)->m; b_ += 4) {                                                                    \
+            for (; b_ + 4 <= (a)->m - (a)->m_one; b_ += 4) {                                                       \
                 const unsigned char *xb_ = x_ + (size_t)b_ * xs_;                                                  \
                 int r_ = c0_;                                                                                      \
                 for (; r_ + (RW) <= c1_; r_ += (RW)) {                                                             \

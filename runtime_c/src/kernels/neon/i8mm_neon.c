@@ -148,17 +148,40 @@ static ALWAYS_INLINE void matmul_mm(const er_matmul_args *a, const int q4) {
 }
 
 /* a->w: the repacked matrix; rows [r0, r1) with r0 and r1 - r0 multiples of
- * 4. One activation row goes to the SDOT kernel. */
+ * 4. One activation row goes to the SDOT kernel, and so do a batched step's
+ * m_one rows (kernels.h). */
 void er_neoni8_matmul_q8_0x4(const er_matmul_args *a) {
-    if (a->m < 2)
+    const int m_mm = a->m - a->m_one;
+    if (a->m < 2 || m_mm < 2) {
         er_neondp_matmul_q8_0x4(a);
-    else
+    } else if (!a->m_one) {
         matmul_mm(a, 0);
+    } else {
+        er_matmul_args head = *a, tail = *a;
+        head.m = m_mm;
+        head.m_one = 0;
+        tail.x = (const unsigned char *)a->x + (size_t)m_mm * a->x_stride;
+        tail.y = a->y + (size_t)m_mm * a->y_stride;
+        tail.m = a->m_one;
+        matmul_mm(&head, 0);
+        er_neondp_matmul_q8_0x4(&tail);
+    }
 }
 
 void er_neoni8_matmul_q4_0x4(const er_matmul_args *a) {
-    if (a->m < 2)
+    const int m_mm = a->m - a->m_one;
+    if (a->m < 2 || m_mm < 2) {
         er_neondp_matmul_q4_0x4(a);
-    else
+    } else if (!a->m_one) {
         matmul_mm(a, 1);
+    } else {
+        er_matmul_args head = *a, tail = *a;
+        head.m = m_mm;
+        head.m_one = 0;
+        tail.x = (const unsigned char *)a->x + (size_t)m_mm * a->x_stride;
+        tail.y = a->y + (size_t)m_mm * a->y_stride;
+        tail.m = a->m_one;
+        matmul_mm(&head, 1);
+        er_neondp_matmul_q4_0x4(&tail);
+    }
 }

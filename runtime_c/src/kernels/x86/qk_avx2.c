@@ -250,29 +250,42 @@ static ALWAYS_INLINE void matmul_kq(const er_matmul_args *a, const int t) {
     }
 }
 
-/* Decode (m == 1) keeps the single-row dots, which interleave unpacking and
+/* Decode (m == 1), and the rows of a batched step that decode alone
+ * (m_one), keep the single-row dots, which interleave unpacking and
  * multiplying instead of materialising the unpacked block. */
 void er_avx2_matmul_q4_k(const er_matmul_args *a) {
-    if (a->m == 1) {
+    const int m_kq = a->m == 1 ? 0 : a->m - a->m_one;
+    for (int b = m_kq; b < a->m; b++) {
+        const unsigned char *x = (const unsigned char *)a->x + (size_t)b * a->x_stride;
         for (int r = a->r0; r < a->r1; r++)
-            a->y[r] = er_avx2_dot_q4_k(a->n, (const unsigned char *)a->w + (size_t)r * a->w_row_bytes, a->x);
-        return;
+            a->y[(size_t)b * a->y_stride + (size_t)r] =
+                er_avx2_dot_q4_k(a->n, (const unsigned char *)a->w + (size_t)r * a->w_row_bytes, x);
     }
-    matmul_kq(a, KQ4);
+    if (m_kq) matmul_kq(&(er_matmul_args){.w = a->w, .w_row_bytes = a->w_row_bytes, .x = a->x, .x_stride = a->x_stride,
+                                           .y = a->y, .y_stride = a->y_stride, .n = a->n, .m = m_kq, .r0 = a->r0,
+                                           .r1 = a->r1}, KQ4);
 }
 void er_avx2_matmul_q5_k(const er_matmul_args *a) {
-    if (a->m == 1) {
+    const int m_kq = a->m == 1 ? 0 : a->m - a->m_one;
+    for (int b = m_kq; b < a->m; b++) {
+        const unsigned char *x = (const unsigned char *)a->x + (size_t)b * a->x_stride;
         for (int r = a->r0; r < a->r1; r++)
-            a->y[r] = er_avx2_dot_q5_k(a->n, (const unsigned char *)a->w + (size_t)r * a->w_row_bytes, a->x);
-        return;
+            a->y[(size_t)b * a->y_stride + (size_t)r] =
+                er_avx2_dot_q5_k(a->n, (const unsigned char *)a->w + (size_t)r * a->w_row_bytes, x);
     }
-    matmul_kq(a, KQ5);
+    if (m_kq) matmul_kq(&(er_matmul_args){.w = a->w, .w_row_bytes = a->w_row_bytes, .x = a->x, .x_stride = a->x_stride,
+                                           .y = a->y, .y_stride = a->y_stride, .n = a->n, .m = m_kq, .r0 = a->r0,
+                                           .r1 = a->r1}, KQ5);
 }
 void er_avx2_matmul_q6_k(const er_matmul_args *a) {
-    if (a->m == 1) {
+    const int m_kq = a->m == 1 ? 0 : a->m - a->m_one;
+    for (int b = m_kq; b < a->m; b++) {
+        const unsigned char *x = (const unsigned char *)a->x + (size_t)b * a->x_stride;
         for (int r = a->r0; r < a->r1; r++)
-            a->y[r] = er_avx2_dot_q6_k(a->n, (const unsigned char *)a->w + (size_t)r * a->w_row_bytes, a->x);
-        return;
+            a->y[(size_t)b * a->y_stride + (size_t)r] =
+                er_avx2_dot_q6_k(a->n, (const unsigned char *)a->w + (size_t)r * a->w_row_bytes, x);
     }
-    matmul_kq(a, KQ6);
+    if (m_kq) matmul_kq(&(er_matmul_args){.w = a->w, .w_row_bytes = a->w_row_bytes, .x = a->x, .x_stride = a->x_stride,
+                                           .y = a->y, .y_stride = a->y_stride, .n = a->n, .m = m_kq, .r0 = a->r0,
+                                           .r1 = a->r1}, KQ6);
 }
