@@ -49,13 +49,16 @@ class Lighttpd:
                  f"server.port = {self.port}",
                  f'server.errorlog = "{self.workdir}/error.log"',
                  f'server.upload-dirs = ( "{self.workdir}" )',
+                 # files change under the running server (a release published
+                 # into its web root): no cached sizes of the old ones
+                 'server.stat-cache-engine = "disable"',
                  f"server.modules = ( {', '.join(mods)} )",
                  'mimetype.assign = ( ".json" => "application/json", "" => "application/octet-stream" )']
         if self.kbps:
             lines.append(f"connection.kbytes-per-second = {self.kbps}")
         if self.webdav:
             lines += ['webdav.activate = "enable"', 'webdav.is-readonly = "disable"',
-                      f'webdav.sqlite-db-name = ""']
+                      'webdav.sqlite-db-name = ""']
         return "\n".join(lines) + "\n"
 
     def start(self):

@@ -38,6 +38,7 @@ import json
 import os
 import pathlib
 import shutil
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -216,8 +217,8 @@ def _publish_http(bundle, entry, to, log):
     url = base + entry["path"]
     if added:
         parts = entry["path"].split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            d = base + "/".join(parts[:i]) + "/"
+        # the base folder first (a fresh server), then the release's folders
+        for d in [base] + [base + "/".join(parts[:i]) + "/" for i in range(1, len(parts) + 1)]:
             st, _ = _request("MKCOL", d, auth=auth)
             if st not in (201, 405):           # 405: the collection exists
                 raise OtaError(f"MKCOL {d}: HTTP {st} (is WebDAV enabled on the server?)")
@@ -260,40 +261,43 @@ def fetch_index(url):
             return parse_index(r.read(), iu), iu
     except urllib.error.HTTPError as e:
         raise OtaError(f"{iu}: HTTP {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         raise OtaError(f"{iu}: {getattr(e, 'reason', e)}") from None
 
 
 def download(url, dest, sha256, nbytes, retries=3):
     """Downloads `url` to `dest`, resuming with a Range request after a broken
-    transfer (up to `retries` times), and checks the size and the sha256 the
-    index gives before returning. A mismatch removes the file and raises."""
+    transfer (up to `retries` more times; a partial file left by an earlier
+    call is resumed too), and checks the size and the sha256 the index gives
+    before returning. A complete file that does not match is removed and refused."""
     dest = pathlib.Path(dest)
-    tries = 0
+    tries, why = 0, None
     while True:
         have = dest.stat().st_size if dest.exists() else 0
-        req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
-        try:
-            with urllib.request.urlopen(req, timeout=_TIMEOUT) as r:
-                mode = "ab" if have and r.status == 206 else "wb"
-                with open(dest, mode) as f:
-                    for b in iter(lambda: r.read(1 << 16), b""):
-                        f.write(b)
-        except urllib.error.HTTPError as e:
-            if e.code == 416 and have:        # nothing left to send: the check below decides
-                pass
-            else:
-                raise OtaError(f"{url}: HTTP {e.code}") from None
-        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
-            tries += 1
-            if tries > retries:
-                raise OtaError(f"{url}: the download broke off {tries} times ({getattr(e, 'reason', e)})") from None
-            continue
+        if have > nbytes:
+            dest.unlink()
+            have = 0
+        if have < nbytes:
+            req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+            try:
+                with urllib.request.urlopen(req, timeout=_TIMEOUT) as r:
+                    # 200 to a Range request: the server sends it all again
+                    with open(dest, "ab" if have and r.status == 206 else "wb") as f:
+                        for b in iter(lambda: r.read(1 << 16), b""):
+                            f.write(b)
+            except urllib.error.HTTPError as e:
+                if e.code != 416:
+                    raise OtaError(f"{url}: HTTP {e.code}") from None
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
+                why = getattr(e, "reason", None) or e
         size = dest.stat().st_size if dest.exists() else 0
-        if size < nbytes and tries < retries:
-            tries += 1
-            continue
-        break
+        if size >= nbytes:
+            break
+        tries += 1
+        if tries > retries:
+            raise OtaError(f"{url}: the download broke off at {size} of {nbytes} bytes"
+                           f"{f' ({why})' if why else ''}; run again to resume it. Nothing was written to the device")
+        time.sleep(min(0.2 * tries, 2.0))
     got = sha256_file(dest)
     if size != nbytes or got != sha256:
         dest.unlink()
