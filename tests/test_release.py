@@ -189,3 +189,21 @@ def test_bundle_carries_swupdate_cfg_with_the_suricatta_section(env, tmp_path):
     text = (dev / "current" / "swupdate.cfg").read_text()
     assert 'tenant = "DEFAULT";' in text and 'id = "edge-0042";' in text
     assert ota.active_slot(ota.LocalTarget(dev)) == "rootfs-a"
+
+
+@pytest.mark.skipif(H.SWUPDATE is None, reason="swupdate is not installed (apt-get install swupdate)")
+def test_swupdate_suricatta_reads_the_rendered_config(env, tmp_path):
+    """The real swupdate starts suricatta from the rendered swupdate.cfg and
+    polls the URL it names (nothing listens there: no hawkBit is faked)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "swupdate.cfg"
+    cfg.write_text(device_config.suricatta_cfg(_cfg(**dict(HB, url=f"http://127.0.0.1:{port}"))))
+    # its own network namespace where it can have one (see ota_helpers.swupdate)
+    pre = ["unshare", "-n"] if H._can_unshare() else []
+    out = H._run_swupdate(pre + [H.SWUPDATE, "-v", "-k", str(env["cert"]), "-f", str(cfg), "-u", ""],
+                          dict(__import__("os").environ, TMPDIR=str(tmp_path)), 6)
+    assert "entering suricatta main loop" in out, out
+    assert "Couldn't connect to server" in out, out

@@ -260,7 +260,9 @@ def suricatta_cfg(config):
     hb = config.data.get("hawkbit")
     if hb is None:
         return None
-    lines = ["# written by edgerun package from edgerun.yaml's hawkbit section", "suricatta :", "{",
+    # swupdate refuses a config file without a globals section
+    lines = ["# written by edgerun package from edgerun.yaml's hawkbit section", "globals :", "{",
+             "\tloglevel = 5;", "};", "suricatta :", "{",
              f'\ttenant = "{hb["tenant"]}";', f'\turl = "{hb["url"].rstrip("/")}";']
     if hb["device_id"] is not None:
         lines.append(f'\tid = "{hb["device_id"]}";')
