@@ -33,7 +33,8 @@ APT_CROSS=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 # OTA tests (edgerun package/flash): the real SWUpdate checks and installs the
 # bundles, and an OpenSSH server on 127.0.0.1 stands in for a device; the
 # tests skip without them, so a failure to install them only warns.
-APT_OTA=(swupdate openssh-server openssh-client openssl)
+# lighttpd (+ WebDAV): the update server the release tests publish to and devices pull from
+APT_OTA=(swupdate openssh-server openssh-client openssl lighttpd lighttpd-mod-webdav)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -120,6 +121,10 @@ PIP_REQS=(
   "jinja2>=3.1.6"
   # edgerun serve: the ASGI stack, and the official OpenAI client its tests drive it with
   starlette uvicorn openai
+  # the workflow check of tests/test_release_ci.py: check-jsonschema with its
+  # vendored GitHub workflow schema (actionlint has no PyPI wheel; its sdist
+  # downloads the binary from GitHub)
+  check-jsonschema
 )
 # pip_group NAME CHECK REQ...: installs REQ... unless the stamp for exactly this
 # list (and this Python) exists; CHECK is an import line run afterwards.

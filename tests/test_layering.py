@@ -27,8 +27,9 @@ MIDDLE = ("bench", "boards", "ota", "convert", "chat", "serve")
 # The arrows allowed between middle folders. bench runs its workloads on the
 # boards (build, qemu) and reads GGUF files with convert's reference; ota
 # builds and health-checks a board's slot; a server serves chats, and on a
-# device the model of the active slot that ota's device config names.
-BETWEEN = {"bench": {"boards", "convert"}, "ota": {"boards"}, "serve": {"chat", "ota"}}
+# device the model of the active slot that ota's device config names; a release
+# (ota/release.py) gates the bundle on the board bench's latency gates.
+BETWEEN = {"bench": {"boards", "convert"}, "ota": {"boards", "bench"}, "serve": {"chat", "ota"}}
 # The one arrow out of the runtime: Model.chat and Model.chat_session (the
 # chat issue's API on the model) hand over to edgerun.chat, importing it
 # inside those two methods only, so loading the runtime never loads jinja2

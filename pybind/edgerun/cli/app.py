@@ -14,7 +14,7 @@ import sys
 from .. import __version__, errors
 
 COMMANDS = ("run", "chat", "info", "convert", "tokenize", "bench", "bench_tokenizer", "trace", "boards", "build", "test", "doctor", "sysroot",
-            "keygen", "package", "flash", "rollback", "serve")
+            "keygen", "package", "release", "flash", "rollback", "serve")
 
 # What to do about each kind of failure, appended when the message has no advice of its own.
 _HINTS = {

@@ -13,6 +13,8 @@ examples:
       --identity ~/.ssh/id_ed25519
   edgerun flash app.swu ... --no-downgrade      # refuse a version older than the active one
   edgerun flash --status --board rpi5 --target DIR
+  edgerun flash --from http://updates.example/edgerun/ --board rpi5 --target DIR --cert cert.pem
+      # the newest release for rpi5 in the server's index.json (--version V for another)
 
 The active slot is never written. If anything fails (bad signature, another
 board, no space, failed health check, interruption), the device stays on the
@@ -33,6 +35,9 @@ def register(sub):
     p = sub.add_parser("flash", help="A/B install a bundle onto a device (folder or ssh)",
                        description=__doc__, epilog=EPILOG, formatter_class=formatter())
     p.add_argument("bundle", nargs="?", help="the .swu bundle (from edgerun package)")
+    p.add_argument("--from", dest="from_url", metavar="URL",
+                   help="pull the release from an update server (its root or index.json) instead of BUNDLE")
+    p.add_argument("--version", help="with --from: this release instead of the newest")
     p.add_argument("--cert", help="certificate the bundle must be signed with")
     p.add_argument("--no-downgrade", action="store_true", help="refuse a version older than the active one")
     p.add_argument("--status", action="store_true", help="only report the slots and the history")
@@ -53,16 +58,20 @@ def main(args):
                 what = "empty" if info is None else f"{info['version']} ({info['model']}, board {info['board']})"
                 print(f"  {s}{' *' if s == rep['active'] else '  '} {what}")
         return 0
-    if not args.bundle or not args.cert:
-        raise ValueError("flash needs a BUNDLE and --cert (or --status)")
+    if bool(args.bundle) == bool(args.from_url) or not args.cert:
+        raise ValueError("flash needs a BUNDLE or --from URL, and --cert (or --status)")
     with console.progress("edgerun flash") as bar:
         def say(m):
             # On a terminal the bar names the step and the line prints above it.
             bar.update(description=m)
             if not args.quiet:
                 print(f"edgerun flash: {m}", file=sys.stderr, flush=True)
-        ev = flash.flash(args.bundle, args.board, args.target, args.cert, args.no_downgrade, args.identity,
-                         args.ssh_option, progress=say)
+        if args.from_url:
+            ev = flash.flash_from(args.from_url, args.board, args.target, args.cert, args.version,
+                                  args.no_downgrade, args.identity, args.ssh_option, progress=say)
+        else:
+            ev = flash.flash(args.bundle, args.board, args.target, args.cert, args.no_downgrade, args.identity,
+                             args.ssh_option, progress=say)
     print(json.dumps(ev) if args.json else
           f"{args.target}: now on {ev['slot']} (version {ev['version']}), was {ev['from_slot'] or 'empty'}")
     return 0

@@ -29,6 +29,14 @@ runs and how, where the slots live, and what the health check expects.
       expect: "64000"                 # exact generated text (greedy)
       max_tokens: 6
       timeout_s: 120
+    hawkbit:                          # optional: SWUpdate's suricatta polls this hawkBit server
+      url: https://hawkbit.example:8443
+      tenant: DEFAULT
+      device_id: null                 # null: each device passes its own (swupdate -u "-i ID")
+      poll_s: 300                     # polldelay
+      retry: 5                        # resumed download attempts
+      retry_wait_s: 5
+      check_cert: true                # false: nocheckcert (test servers only)
 
 Every problem raises ConfigError naming the file and the dotted field, e.g.
 `edgerun.yaml: threads.pin[1]: CPU 9 is not online (online: 0-3)`. The bundle
@@ -56,6 +64,13 @@ DEFAULTS = {
     "slots": {"root": "/opt/edgerun", "names": ["rootfs-a", "rootfs-b"], "link": "current"},
     "health_check": {"prompt": None, "expect": None, "max_tokens": 16, "timeout_s": 120},
 }
+# Optional sections: absent unless the file has them.
+OPTIONAL = {
+    "hawkbit": {"url": None, "tenant": "DEFAULT", "device_id": None, "poll_s": 300, "retry": 5,
+                "retry_wait_s": 5, "check_cert": True},
+}
+_HAWKBIT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}\Z")
+_HAWKBIT_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?\Z")
 
 
 class DeviceConfig:
@@ -149,7 +164,7 @@ def validate(raw, source=FILE_NAME, check_cpus=False):
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping of settings at the top level, got {_show(raw)}")
-    c.known(raw, DEFAULTS.keys(), "")
+    c.known(raw, list(DEFAULTS) + list(OPTIONAL), "")
     data = copy.deepcopy(DEFAULTS)
     for sec in DEFAULTS:
         if sec == "version":
@@ -212,7 +227,49 @@ def validate(raw, source=FILE_NAME, check_cpus=False):
     c.string("health_check.expect", h["expect"])
     c.integer("health_check.max_tokens", h["max_tokens"], 1, 4096)
     c.number("health_check.timeout_s", h["timeout_s"], 1, 24 * 3600)
+
+    if raw.get("hawkbit") is not None:
+        given = c.section(raw, "hawkbit")
+        c.known(given, OPTIONAL["hawkbit"].keys(), "hawkbit")
+        hb = data["hawkbit"] = dict(OPTIONAL["hawkbit"], **given)
+        url = c.string("hawkbit.url", hb["url"])
+        if not _HAWKBIT_URL.match(url):
+            c.fail("hawkbit.url", f"expected http(s)://host[:port] of the hawkBit server, got {url!r}")
+        if not _HAWKBIT_ID.match(c.string("hawkbit.tenant", hb["tenant"])):
+            c.fail("hawkbit.tenant", f"expected a tenant name (letters, digits, . _ : -), got {hb['tenant']!r}")
+        if hb["device_id"] is not None and not (isinstance(hb["device_id"], str) and
+                                                _HAWKBIT_ID.match(hb["device_id"])):
+            c.fail("hawkbit.device_id", f"expected a controller id (letters, digits, . _ : -, at most 64) "
+                   f"or null, got {_show(hb['device_id'])}")
+        c.integer("hawkbit.poll_s", hb["poll_s"], 1, 7 * 24 * 3600)
+        c.integer("hawkbit.retry", hb["retry"], 0, 1000)
+        c.integer("hawkbit.retry_wait_s", hb["retry_wait_s"], 0, 3600)
+        if not isinstance(hb["check_cert"], bool):
+            c.fail("hawkbit.check_cert", f"expected true or false, got {_show(hb['check_cert'])}")
     return DeviceConfig(data)
+
+
+SWUPDATE_CFG = "swupdate.cfg"
+
+
+def suricatta_cfg(config):
+    """swupdate.cfg (libconfig syntax) with the suricatta section for the
+    config's hawkbit settings, or None without them. SWUpdate reads it with
+    `swupdate -f swupdate.cfg -u ""`; the device passes its id with -i when
+    hawkbit.device_id is null (one bundle serves the whole fleet)."""
+    hb = config.data.get("hawkbit")
+    if hb is None:
+        return None
+    # swupdate refuses a config file without a globals section
+    lines = ["# written by edgerun package from edgerun.yaml's hawkbit section", "globals :", "{",
+             "\tloglevel = 5;", "};", "suricatta :", "{",
+             f'\ttenant = "{hb["tenant"]}";', f'\turl = "{hb["url"].rstrip("/")}";']
+    if hb["device_id"] is not None:
+        lines.append(f'\tid = "{hb["device_id"]}";')
+    lines += [f"\tpolldelay = {hb['poll_s']};", f"\tretry = {hb['retry']};",
+              f"\tretrywait = {hb['retry_wait_s']};", f"\tnocheckcert = {'false' if hb['check_cert'] else 'true'};",
+              "};", ""]
+    return "\n".join(lines)
 
 
 def loads(text, source=FILE_NAME, check_cpus=False):
@@ -248,7 +305,7 @@ def dump(data):
     """YAML text of a config dict, sections in schema order."""
     import yaml
     head = "# edgerun device configuration (see edgerun/ota/device_config.py for every field)\n"
-    ordered = {k: data[k] for k in DEFAULTS if k in data}
+    ordered = {k: data[k] for k in list(DEFAULTS) + list(OPTIONAL) if k in data}
     return head + yaml.safe_dump(ordered, sort_keys=False, default_flow_style=None, allow_unicode=True)
 
 

@@ -16,6 +16,7 @@ flush every filesystem), tar with gzip, find, sha256sum and df. Authentication i
 from the agent or ~/.ssh, or --identity; extra `-o` options pass through.
 """
 import os
+import pathlib
 import shlex
 import subprocess
 import tempfile
@@ -226,6 +227,26 @@ def flash(bundle, board, target, cert, no_downgrade=False, identity=None, ssh_op
             # same OTA hardware name, different build (e.g. another -mcpu): refuse
             raise OtaError(f"{b.path.name} was built for board {b.manifest.get('board')}, not {board.name}")
         return ota.install(b, tgt, progress=progress)
+
+
+def flash_from(url, board, target, cert, version=None, no_downgrade=False, identity=None, ssh_options=(),
+               progress=None):
+    """Pulls the release for `board` from the update server at `url` (its
+    root or its index.json; see edgerun.ota.publish), checks the index's size
+    and sha256, then flashes it like a local bundle (signature, board, A/B,
+    health check). Nothing is written to the device before both checks pass."""
+    from . import publish
+    b = boards.load(board)
+    index, iu = publish.fetch_index(url)
+    rel = publish.pick(index, b, version)
+    burl = urllib.parse.urljoin(iu, rel["path"])
+    if progress:
+        progress(f"downloading {rel['version']} from {burl}")
+    with tempfile.TemporaryDirectory(prefix="edgerun-pull-") as td:
+        dest = publish.download(burl, pathlib.Path(td) / pathlib.PurePosixPath(rel["path"]).name,
+                                rel["sha256"], rel["bytes"])
+        ev = flash(dest, b, target, cert, no_downgrade, identity, ssh_options, progress)
+    return dict(ev, url=burl)
 
 
 def rollback(board, target, identity=None, ssh_options=(), check=True):

@@ -327,6 +327,13 @@ def _package(board, model, version, key, cert, out, config, root, build_dir, hea
                          "mode": 0o644}
         images = [(rt_name, td / rt_name, ".", True), (PYTHON_TAR, td / PYTHON_TAR, ".", True),
                   (model.name, model, model_rel, False), (CONFIG, td / CONFIG, CONFIG, False)]
+        suricatta = device_config.suricatta_cfg(cfg)
+        if suricatta is not None:
+            # the hawkbit section as SWUpdate's own config, beside edgerun.yaml in the slot
+            scfg = device_config.SWUPDATE_CFG
+            (td / scfg).write_text(suricatta)
+            files[scfg] = {"sha256": sha256_file(td / scfg), "bytes": (td / scfg).stat().st_size, "mode": 0o644}
+            images.append((scfg, td / scfg, scfg, False))
         manifest = {
             "format": FORMAT, "version": version, "edgerun_version": __version__,
             "board": board.name, "hardware": board.ota["hardware"], "revision": str(board.ota["revision"]),
