@@ -267,6 +267,7 @@ struct er_model {
     char **tensor_names;       /* NUL-terminated copies for er_model_tensor */
 
     er_vocab *vocab;
+    int ctx_strategy, ctx_keep; /* er_options: what a full session does (kv_shift.c) */
 
     er_session *sessions;      /* n_sessions slots */
     atomic_int *slot_used;
@@ -319,6 +320,12 @@ void er_options_resolve(const er_options *in, er_options *out);
  * lands in s->logits. Caller holds step_lock and has checked the context.
  * Returns ER_OK, or (CUDA backend only) the device's failure. */
 int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all);
+
+/* kv_shift.c: makes room in a full session by the model's ctx_strategy
+ * (edgerun.h, ER_CTX_SLIDE): forgets the middle, shifts the history and the
+ * cache. Caller holds step_lock. ER_OK, ER_ECONTEXT where nothing can go
+ * (ctx_keep holds it all), or a CUDA re-prefill's failure. */
+int er_kv_slide(er_session *s);
 
 /* plan.c: 1 when the (resolved) options select the CUDA backend. */
 int er_options_cuda(const er_options *o);
