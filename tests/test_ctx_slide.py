@@ -198,3 +198,34 @@ def test_fail_is_default_and_bad_options_refused():
         edgerun.Model(path, n_ctx=32, ctx_strategy="slide", ctx_keep=31)
     with pytest.raises(errors.InvalidArgumentError):
         edgerun.Model(path, n_ctx=32, ctx_strategy="sideways")
+
+
+# ---------------------------------------------------------------- edgerun.yaml and the CLI
+
+def test_device_config_kv_cache(tmp_path):
+    from edgerun.ota import device_config as dc
+    hc = {"prompt": "1+1=", "expect": "2"}
+    cfg = dc.validate({"model": {"path": str(edgerun.default_model_path()), "n_ctx": 32},
+                       "kv_cache": {"strategy": "sliding_window", "keep": 4}, "health_check": hc})
+    assert cfg.model_kwargs()["ctx_strategy"] == "slide" and cfg.model_kwargs()["ctx_keep"] == 4
+    assert dc.validate({"model": {"path": "m.gguf"}, "health_check": hc}).model_kwargs()["ctx_strategy"] == "fail"
+    for bad, field in (({"strategy": "ring"}, "kv_cache.strategy"), ({"keep": -1}, "kv_cache.keep"),
+                       ({"keep": "4"}, "kv_cache.keep"), ({"strategy": "sliding_window", "keep": 31}, "kv_cache.keep"),
+                       ({"window": 3}, "kv_cache.window")):
+        with pytest.raises(errors.ConfigError) as e:
+            dc.validate({"model": {"path": "m.gguf", "n_ctx": 32}, "kv_cache": bad, "health_check": hc})
+        assert field in str(e.value)
+    with dc.open_model(cfg) as m:
+        s = m.session()
+        s.decode(stream(m.n_vocab, 40))   # past n_ctx 32: slid, not failed
+        assert s.pos < 32 and s.history()[:4] == stream(m.n_vocab, 40)[:4]
+
+
+def test_cli_options_reach_the_model():
+    import argparse
+    from edgerun.cli.options import add_model_options, model_kwargs
+    p = argparse.ArgumentParser()
+    add_model_options(p)
+    kw = model_kwargs(p.parse_args(["--ctx", "32", "--ctx-strategy", "slide", "--keep", "3"]))
+    assert kw["ctx_strategy"] == "slide" and kw["ctx_keep"] == 3
+    assert "ctx_strategy" not in model_kwargs(p.parse_args([]))

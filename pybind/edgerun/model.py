@@ -343,7 +343,7 @@ class Model:
         if bad:
             raise errors.InvalidArgumentError(
                 f"token id {bad[0]} is out of range for a vocabulary of {self.n_vocab}", -1)
-        if len(ids) > self.n_ctx:
+        if len(ids) > self.n_ctx and self.ctx_strategy == "fail":
             raise errors.ContextFullError(
                 f"the prompt has {len(ids)} tokens but the context holds {self.n_ctx}; "
                 f"shorten the prompt or open the model with a larger n_ctx", -7)
