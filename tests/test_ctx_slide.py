@@ -55,14 +55,13 @@ def run(path, strategy, kv_type="f32", check_fresh=False, total=5 * N_CTX):
             n = min(n, total - i)
             chunk = toks[i:i + n]
             shifted = False
-            # decode cuts the call in n_batch chunks and slides before a chunk that does not fit
+            # decode cuts the call in n_batch chunks, and in a full context slides first
             done = 0
             while done < n:
-                c = min(n - done, N_BATCH)
-                if c > N_CTX - len(mirror):
+                if len(mirror) == N_CTX:   # it fills up, then slides
                     mirror = mirror_slide(mirror, KEEP)
                     shifted = True
-                    c = min(c, N_CTX - len(mirror))
+                c = min(n - done, N_BATCH, N_CTX - len(mirror))
                 mirror += chunk[done:done + c]
                 done += c
             logits = s.decode(chunk)

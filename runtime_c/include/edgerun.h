@@ -67,8 +67,10 @@ enum { ER_KV_F32 = 0, ER_KV_F16 = 1 };
 
 /* What a session does when a decode would pass n_ctx (er_options.ctx_strategy).
  * ER_CTX_FAIL: the decode fails with ER_ECONTEXT (nothing is appended).
- * ER_CTX_SLIDE: the session keeps its first ctx_keep tokens and the most
- *   recent half of the rest (rounded down), forgets the others, and goes on;
+ * ER_CTX_SLIDE: a decode fills the context; at n_ctx the session keeps its
+ *   first ctx_keep tokens and the most recent half of the rest (rounded
+ *   down), forgets the others, and goes on (a long decode slides as often as
+ *   it needs; er_decode_all's rows are still one per token given);
  *   the token history shifts with the cache. The kept K rows are rotated in
  *   place to their new positions with each layer's own RoPE (frequency
  *   factors, linear scaling, partial rotary, gemma3's local and global bases;

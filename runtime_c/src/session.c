@@ -111,10 +111,9 @@ static int decode(er_session *s, const int32_t *ids, size_t n, float *all) {
     int rc = ER_OK;
     for (size_t done = 0; done < n;) {
         int chunk = (int)(n - done < (size_t)d->n_batch ? n - done : (size_t)d->n_batch);
-        if (chunk > d->n_ctx - s->pos) {
-            if ((rc = er_kv_slide(s))) break;
-            if (chunk > d->n_ctx - s->pos) chunk = d->n_ctx - s->pos;
-        }
+        /* a sliding context fills up before it slides (kv_shift.c) */
+        if (slide && s->pos == d->n_ctx && (rc = er_kv_slide(s))) break;
+        if (chunk > d->n_ctx - s->pos) chunk = d->n_ctx - s->pos;
         /* only the CUDA backend fails here (a device error); the chunks
          * before the failing one stay appended, its own is not */
         if ((rc = er_forward(s, ids + done, chunk, all ? all + done * (size_t)d->n_vocab : NULL))) break;
