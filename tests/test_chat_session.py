@@ -268,3 +268,32 @@ def test_bad_arguments(model):
             model.session(), model.session()
     with pytest.raises(errors.StateError):
         c.send("hello")
+
+
+@pytest.mark.parametrize("strategy", ["slide", "slide_prefill"])
+def test_a_sliding_context_keeps_the_conversation_going(chat_gguf, ref, strategy):
+    """A conversation to over 5x n_ctx on a context that slides: every turn
+    answers, the id mirror follows the runtime's shifted history (no start
+    over), and the turn after a slide reuses the kept start (the system
+    prompt) instead of prefilling from nothing."""
+    system = "be kind"
+    a, b = (ref.prompt_ids([{"role": "system", "content": system}, _user(q)]) for q in ("hello", "bye"))
+    head = a[:common_prefix(a, b)]        # the system turn, and what starts the user's
+    keep = len(head)
+    with edgerun.Model(chat_gguf, n_ctx=64, ctx_strategy=strategy, ctx_keep=keep) as m, \
+            m.chat_session(system=system) as c:
+        total, slid = 0, 0
+        for k in range(30):
+            q = TRAINED[k % len(TRAINED)]
+            before = c._session.stats()["n_prefill_tokens"]
+            reply = c.send(q, max_tokens=8)
+            t = c.turn
+            total += t["n_prefilled"] + t["n_generated"]
+            assert t["stopped"] in ("eos", "max_tokens") and reply
+            assert c.cached_tokens == c._session.history() and c._session.pos <= m.n_ctx
+            assert c.cached_tokens[:keep] == head[:keep]
+            if slid and k:
+                assert t["n_reused"] >= keep
+            slid += c._session.pos < t["n_prompt"] + t["n_generated"] - 1
+            assert c._session.stats()["n_prefill_tokens"] >= before
+        assert total > 5 * m.n_ctx and slid

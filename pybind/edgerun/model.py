@@ -81,8 +81,11 @@ def isa_for_device(device, isa=None):
     return isa
 
 
+CTX_STRATEGIES = {"fail": 0, "slide": 1, "slide_prefill": 2}  # er_options.ctx_strategy (ER_CTX_*)
+
+
 def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=None, arena=None,
-             trace_events=0, cpu_mask=None, device=None):
+             trace_events=0, cpu_mask=None, device=None, ctx_strategy="fail", ctx_keep=0):
     """(er_options*, objects that must stay alive while the options are in use)."""
     isa = isa_for_device(device, isa)
     opts = ffi.new("er_options *")
@@ -91,13 +94,17 @@ def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=N
     opts.cpu_mask = cpu_mask_of(cpu_mask)
     for name, v, top in (("n_ctx", n_ctx, 2**31 - 1), ("n_threads", n_threads, 2**31 - 1),
                          ("n_batch", n_batch, 2**31 - 1), ("n_sessions", n_sessions, 2**31 - 1),
-                         ("trace_events", trace_events, MAX_TRACE_EVENTS)):
+                         ("trace_events", trace_events, MAX_TRACE_EVENTS), ("ctx_keep", ctx_keep, 2**31 - 1)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0 or v > top:
             raise errors.InvalidArgumentError(f"{name} must be an integer in [0, {top}], got {v!r}", -1)
         setattr(opts, name, int(v))
     if kv_type not in _KV_TYPES:
         raise errors.InvalidArgumentError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}", -1)
     opts.kv_type = _KV_TYPES[kv_type]
+    if ctx_strategy not in CTX_STRATEGIES:
+        raise errors.InvalidArgumentError(
+            f"ctx_strategy must be one of {', '.join(CTX_STRATEGIES)}, got {ctx_strategy!r}", -1)
+    opts.ctx_strategy = CTX_STRATEGIES[ctx_strategy]
     if isa:
         s = ffi.new("char[]", isa.encode())
         keep.append(s)
@@ -162,16 +169,23 @@ class Model:
     cpu_mask pins the worker threads (not the calling thread, which takes
     part in every step: pin it yourself with os.sched_setaffinity) to CPUs
     given as a bit mask or CPU numbers, e.g. a board's big cores:
-    Board.cpus("big")."""
+    Board.cpus("big").
+    ctx_strategy says what a session that fills n_ctx does: "fail" (a
+    ContextError), "slide" (keep the first ctx_keep tokens and the most
+    recent half of the rest, the cache re-rotated in place) or
+    "slide_prefill" (the same tokens, prefilled again); edgerun.h,
+    ER_CTX_SLIDE."""
 
     def __init__(self, path=None, n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32",
-                 isa=None, arena=None, trace_events=0, cpu_mask=None, device=None):
+                 isa=None, arena=None, trace_events=0, cpu_mask=None, device=None, ctx_strategy="fail",
+                 ctx_keep=0):
         self._ptr = None
         self._sessions = set()
         self.path = _path_arg(path)
         opts, self._keep = _options(n_ctx, n_threads, n_batch, n_sessions, kv_type, isa, arena, trace_events,
-                                    cpu_mask, device=device)
+                                    cpu_mask, device=device, ctx_strategy=ctx_strategy, ctx_keep=ctx_keep)
         self.trace_events = int(trace_events)
+        self.ctx_strategy, self.ctx_keep = ctx_strategy, int(ctx_keep)
         out = ffi.new("er_model **")
         check(lib.er_model_open(str(self.path).encode(), opts, out))
         self._ptr = out[0]
@@ -356,7 +370,7 @@ class Model:
         if bad:
             raise errors.InvalidArgumentError(
                 f"token id {bad[0]} is out of range for a vocabulary of {self.n_vocab}", -1)
-        if len(ids) > self.n_ctx:
+        if len(ids) > self.n_ctx and self.ctx_strategy == "fail":
             raise errors.ContextFullError(
                 f"the prompt has {len(ids)} tokens but the context holds {self.n_ctx}; "
                 f"shorten the prompt or open the model with a larger n_ctx", -7)

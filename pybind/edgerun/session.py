@@ -90,6 +90,13 @@ class Session:
         """Tokens in the KV cache."""
         return int(check(lib.er_session_pos(self._live())))
 
+    def history(self):
+        """The token ids the cache holds, in position order (after a sliding
+        context's shift: the kept ones, moved down)."""
+        ids = ffi.new("int32_t **")
+        n = int(check(lib.er_session_history(self._live(), ids)))
+        return [int(ids[0][i]) for i in range(n)]
+
     def reset(self):
         """Forgets every token (position 0); keeps the RNG state."""
         check(lib.er_session_reset(self._live()))
@@ -166,7 +173,7 @@ class Session:
         text_mode, ids, stops = prepare(self._model, prompt, max_tokens, stop, add_special, allow_empty=True)
         if not ids and pos == 0:
             raise errors.InvalidArgumentError("the session is empty; pass a prompt to start from", -1)
-        if len(ids) > self.n_ctx - pos:
+        if len(ids) > self.n_ctx - pos and self._model.ctx_strategy == "fail":
             raise errors.ContextFullError(
                 f"the prompt has {len(ids)} tokens but the session has room for {self.n_ctx - pos} "
                 f"(pos {pos} of n_ctx {self.n_ctx}); reset() it or open the model with a larger n_ctx", -7)

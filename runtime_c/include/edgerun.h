@@ -65,6 +65,30 @@ typedef struct er_vocab er_vocab;       /* tokenizer view; owned by its er_model
 /* KV cache element type. */
 enum { ER_KV_F32 = 0, ER_KV_F16 = 1 };
 
+/* What a session does when a decode would pass n_ctx (er_options.ctx_strategy).
+ * ER_CTX_FAIL: the decode fails with ER_ECONTEXT (nothing is appended).
+ * ER_CTX_SLIDE: a decode fills the context; at n_ctx the session keeps its
+ *   first ctx_keep tokens and the most recent half of the rest (rounded
+ *   down), forgets the others, and goes on (a long decode slides as often as
+ *   it needs; er_decode_all's rows are still one per token given);
+ *   the token history shifts with the cache. The kept K rows are rotated in
+ *   place to their new positions with each layer's own RoPE (frequency
+ *   factors, linear scaling, partial rotary, gemma3's local and global bases;
+ *   NoPE layers are moved only): no prefill, no allocation. The rows of the
+ *   kept recent tokens still hold what those tokens saw before the shift, as
+ *   in any in-place context shift, so later logits are close to, not equal
+ *   to, a fresh session's over the kept tokens. Where rows cannot be moved
+ *   and rotated exactly, the kept tokens are prefilled again from position 0
+ *   instead (arena buffers only): sliding-window layers kept as rings (their
+ *   row is position modulo the ring), LFM2's convolution state (indexed by
+ *   position), Phi-3 LongRoPE (its attention factor scales cos and sin, so a
+ *   rotation by the position delta would scale the row again), and the CUDA
+ *   backend (its cache lives on the device).
+ * ER_CTX_SLIDE_PREFILL: the same tokens are kept, always prefilled again: the
+ *   logits after a shift equal a fresh session's prefilled with the kept
+ *   tokens, at the cost of a prefill of up to n_ctx/2 + ctx_keep tokens. */
+enum { ER_CTX_FAIL = 0, ER_CTX_SLIDE = 1, ER_CTX_SLIDE_PREFILL = 2 };
+
 /* Options for er_plan and er_model_open. Start from er_options_default(). */
 typedef struct er_options {
     int32_t n_ctx;        /* context length per session; 0 = min(model's context_length, 2048) */
@@ -87,6 +111,9 @@ typedef struct er_options {
     uint64_t cpu_mask;    /* 0 = no pinning; else bit i set = worker threads may run on CPU i (a
                              board's big cores; Linux only). A mask naming no usable CPU fails
                              the open with ER_EINVAL. */
+    int32_t ctx_strategy; /* ER_CTX_FAIL (default), ER_CTX_SLIDE or ER_CTX_SLIDE_PREFILL (above) */
+    int32_t ctx_keep;     /* tokens a slide always keeps at the start (the system prompt, BOS);
+                             0 <= ctx_keep <= n_ctx - 2, else the open fails with ER_EINVAL */
 } er_options;
 
 /* One named region of the arena. */
@@ -303,6 +330,13 @@ ER_API int er_session_seed(er_session *session, uint64_t seed);
  * (which keep only the last positions) no longer holds what the step at n
  * reads: nothing changes, and the caller resets and prefills instead. */
 ER_API int er_session_truncate(er_session *session, int32_t n);
+
+/* The token ids the cache holds, in position order: *ids points at the
+ * session's history (valid until its next decode, truncate or reset) and the
+ * return value is their count (er_session_pos), or an error (ER_EINVAL on
+ * NULL). After a slide (ER_CTX_SLIDE) it is the shifted history, so a chat
+ * finds its common prefix against what the cache really holds. */
+ER_API int er_session_history(const er_session *session, const int32_t **ids);
 
 /* Tokens in the KV cache, and the context size. */
 ER_API int er_session_pos(const er_session *session);

@@ -388,6 +388,8 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
     m->d = d;
     m->plan = plan;
     m->vocab_only = o.vocab_only;
+    m->ctx_strategy = o.ctx_strategy;
+    m->ctx_keep = o.ctx_keep;
     m->rope_neox = neox;
     m->arena_base = arena;
     m->arena_size = owned ? plan.total_bytes : o.arena_bytes;

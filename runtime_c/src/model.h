@@ -272,6 +272,7 @@ struct er_model {
     char **tensor_names;       /* NUL-terminated copies for er_model_tensor */
 
     er_vocab *vocab;
+    int ctx_strategy, ctx_keep; /* er_options: what a full session does (kv_shift.c) */
 
     er_session *sessions;      /* n_sessions slots */
     atomic_int *slot_used;
@@ -332,6 +333,12 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all);
  * ids[i], sum of n[i] <= n_batch (the caller checks, holds step_lock, and
  * advances each pos); each session's last logits into its logits. CPU only. */
 int er_forward_batch(er_session *const *ss, const int32_t *const *ids, const size_t *n, int ns);
+
+/* kv_shift.c: makes room in a full session by the model's ctx_strategy
+ * (edgerun.h, ER_CTX_SLIDE): forgets the middle, shifts the history and the
+ * cache. Caller holds step_lock. ER_OK, ER_ECONTEXT where nothing can go
+ * (ctx_keep holds it all), or a CUDA re-prefill's failure. */
+int er_kv_slide(er_session *s);
 
 /* plan.c: 1 when the (resolved) options select the CUDA backend. */
 int er_options_cuda(const er_options *o);

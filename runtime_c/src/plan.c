@@ -324,6 +324,12 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
         d->n_ff = hp->n_ff;
         d->n_ctx = o.n_ctx ? o.n_ctx : (hp->n_ctx_train < 2048 ? hp->n_ctx_train : 2048);
         d->n_batch = o.n_batch < d->n_ctx ? o.n_batch : d->n_ctx;
+        if (o.ctx_strategy < ER_CTX_FAIL || o.ctx_strategy > ER_CTX_SLIDE_PREFILL)
+            return er_fail(ER_EINVAL, "ctx_strategy %d is not ER_CTX_FAIL (0), ER_CTX_SLIDE (1) or ER_CTX_SLIDE_PREFILL (2)",
+                           o.ctx_strategy);
+        /* a slide must forget at least one token: two or more beyond the kept ones */
+        if (o.ctx_keep < 0 || (o.ctx_strategy != ER_CTX_FAIL && o.ctx_keep > d->n_ctx - 2))
+            return er_fail(ER_EINVAL, "ctx_keep %d is out of range [0, n_ctx - 2 = %d]", o.ctx_keep, d->n_ctx - 2);
         /* LongRoPE: the long factors when the context exceeds the original
          * one (llama.cpp's choice; transformers switches per call on the
          * sequence's length, which agrees while a sequence stays on one side) */

@@ -121,7 +121,8 @@ static int decode(er_session *s, const int32_t *ids, size_t n, float *all) {
     er_model *m = s->model;
     const er_dims *d = &m->d;
     if (n == 0) return er_fail(ER_EINVAL, "er_decode: no tokens given (n = 0)");
-    if (n > (size_t)(d->n_ctx - s->pos))
+    const int slide = m->ctx_strategy != ER_CTX_FAIL;
+    if (!slide && n > (size_t)(d->n_ctx - s->pos))
         return er_fail(ER_ECONTEXT, "context full: %d tokens cached + %zu new > n_ctx %d (reset the session or open "
                        "with a larger n_ctx)", s->pos, n, d->n_ctx);
     for (size_t i = 0; i < n; i++)
@@ -133,6 +134,9 @@ static int decode(er_session *s, const int32_t *ids, size_t n, float *all) {
     int rc = ER_OK;
     for (size_t done = 0; done < n;) {
         int chunk = (int)(n - done < (size_t)d->n_batch ? n - done : (size_t)d->n_batch);
+        /* a sliding context fills up before it slides (kv_shift.c) */
+        if (slide && s->pos == d->n_ctx && (rc = er_kv_slide(s))) break;
+        if (chunk > d->n_ctx - s->pos) chunk = d->n_ctx - s->pos;
         /* only the CUDA backend fails here (a device error); the chunks
          * before the failing one stay appended, its own is not */
         if ((rc = er_forward(s, ids + done, chunk, all ? all + done * (size_t)d->n_vocab : NULL))) break;

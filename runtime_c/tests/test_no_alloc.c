@@ -74,10 +74,17 @@ int posix_memalign(void **out, size_t align, size_t n) {
 
 static int g_check_faults;
 
-static void run(const char *path, int n_threads, int kv_type, int trace_events) {
+static void run(const char *path, int n_threads, int kv_type, int trace_events, int ctx_strategy) {
     er_options o;
     er_options_default(&o);
     o.n_ctx = 256;
+    /* a sliding context: 100 tokens through 40 positions slide several
+     * times (kv_shift.c), rows rotated or prefilled again, from the arena */
+    if (ctx_strategy) {
+        o.n_ctx = 40;
+        o.ctx_strategy = ctx_strategy;
+        o.ctx_keep = 4;
+    }
     o.n_threads = n_threads;
     o.kv_type = kv_type;
     o.n_batch = 16;
@@ -133,8 +140,9 @@ static void run(const char *path, int n_threads, int kv_type, int trace_events) 
     CHECK(!g_check_faults || faults == 0, "%ld page faults in 99 decode steps (threads %d, kv %d, trace %d)", faults,
           n_threads, kv_type, trace_events);
     CHECK(produced == 100, "generated %d of 100 tokens: %s", produced, er_last_error());
-    CHECK(g_calls == 0, "%ld heap calls while generating (threads %d, kv %d, trace %d)", (long)g_calls, n_threads,
-          kv_type, trace_events);
+    CHECK(g_calls == 0, "%ld heap calls while generating (threads %d, kv %d, trace %d, ctx_strategy %d)",
+          (long)g_calls, n_threads, kv_type, trace_events, ctx_strategy);
+    if (ctx_strategy) CHECK(er_session_pos(s) < 40, "a 40-position session holds %d after 100 tokens", er_session_pos(s));
     if (trace_events) CHECK(er_trace_count(m) > 0, "tracing recorded nothing");
     er_session_free(s);
     er_model_close(m);
@@ -152,9 +160,12 @@ int main(int argc, char **argv) {
     }
     fclose(f);
     g_check_faults = argc > 2 && strcmp(argv[2], "--page-faults") == 0;
-    run(argv[1], 1, ER_KV_F32, 0);
-    run(argv[1], 2, ER_KV_F16, 0);
-    run(argv[1], 2, ER_KV_F32, 4096); /* recording into the trace ring allocates nothing either */
+    run(argv[1], 1, ER_KV_F32, 0, ER_CTX_FAIL);
+    run(argv[1], 2, ER_KV_F16, 0, ER_CTX_FAIL);
+    run(argv[1], 2, ER_KV_F32, 4096, ER_CTX_FAIL); /* recording into the trace ring allocates nothing either */
+    run(argv[1], 1, ER_KV_F32, 0, ER_CTX_SLIDE);
+    run(argv[1], 2, ER_KV_F16, 0, ER_CTX_SLIDE);
+    run(argv[1], 1, ER_KV_F32, 0, ER_CTX_SLIDE_PREFILL);
     return test_summary();
 }
 #else

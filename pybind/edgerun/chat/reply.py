@@ -139,7 +139,7 @@ class Turn:
             if hit:
                 self.stopped = "stop"
                 break
-            if len(chat._cache) >= chat.n_ctx:
+            if len(chat._cache) >= chat.n_ctx and model.ctx_strategy == "fail":
                 self.stopped = "context"
                 break
             one[0] = t
@@ -171,8 +171,15 @@ class Turn:
 
     def _check_moved(self, s):
         # One position per id recorded, or the runtime did something of its own.
-        if self.chat._known and lib.er_session_pos(s) != len(self.chat._cache):
-            self.chat._known = False
+        chat = self.chat
+        if chat._known and lib.er_session_pos(s) != len(chat._cache):
+            if chat.model.ctx_strategy != "fail":
+                # a sliding context shifted its cache: the runtime's history
+                # is what it holds now, and the next turn's prefix is found
+                # against it (the kept start, usually the system prompt)
+                chat._cache[:] = chat._session.history()
+            else:
+                chat._known = False
 
     def _finish(self):
         """Settles the conversation, once: a finished reply is appended; an

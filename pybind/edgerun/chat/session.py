@@ -160,7 +160,7 @@ class ChatSession:
             if not ids:
                 raise errors.ChatTemplateError("the chat template rendered the conversation as no text at all; "
                                                "there is nothing for the model to reply to")
-            if len(ids) >= self.n_ctx:
+            if len(ids) >= self.n_ctx and self.model.ctx_strategy == "fail":
                 raise errors.ContextFullError(
                     f"the conversation is {len(ids)} tokens and the context holds {self.n_ctx}, with no room for a "
                     "reply; reset() it (/reset), or open the model with a larger n_ctx (--ctx)", -7)

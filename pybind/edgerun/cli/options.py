@@ -39,6 +39,12 @@ def add_model_options(p, isa_flag="--isa"):
     g.add_argument("--pin", default=None, metavar="CPUS",
                    help="pin the worker threads and this process to CPUs: a list such as 4-7 or 0,2, "
                         "or a board's cluster such as rk3588:big")
+    g.add_argument("--ctx-strategy", choices=("fail", "slide", "slide_prefill"), default="fail",
+                   help="a full context fails (default), or slides: keeps the first --keep tokens and the most "
+                        "recent half of the rest, the cache rotated in place (slide) or prefilled again "
+                        "(slide_prefill, exact)")
+    g.add_argument("--keep", type=int, default=0, metavar="N",
+                   help="tokens a sliding context always keeps at the start (default 0)")
     g.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where the model runs: cpu (default) or cuda (GPU 0; needs a -Dcuda=enabled build)")
 
@@ -79,6 +85,8 @@ def apply_pin(args):
 def model_kwargs(args):
     kw = {"n_ctx": args.ctx, "n_threads": args.threads, "n_batch": args.batch,
           "kv_type": args.kv_type, "isa": args.isa, "cpu_mask": apply_pin(args)}
+    if getattr(args, "ctx_strategy", "fail") != "fail":
+        kw.update(ctx_strategy=args.ctx_strategy, ctx_keep=args.keep)
     if getattr(args, "device", "cpu") != "cpu":
         kw["device"] = args.device
     return kw

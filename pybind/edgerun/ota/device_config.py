@@ -6,6 +6,9 @@ runs and how, where the slots live, and what the health check expects.
       path: models/edgerun-add.gguf   # relative to the folder of this file (the slot)
       n_ctx: 64                       # 0: the model's own context, at most 2048
       kv_type: f32                    # f32 | f16
+    kv_cache:
+      strategy: fail                  # fail | sliding_window: what a full context does
+      keep: 0                         # sliding_window: tokens always kept at the start
     threads:
       count: 2                        # worker threads
       pin: [0, 1]                     # CPU ids the process is pinned to; [] = no pinning
@@ -52,11 +55,15 @@ from ..errors import ConfigError
 
 FILE_NAME = "edgerun.yaml"
 SCHEMA_VERSION = 1
+# kv_cache.strategy -> Model(ctx_strategy=...): a full session fails
+# (ContextFullError) or slides (edgerun.h, ER_CTX_SLIDE)
+KV_STRATEGIES = {"fail": "fail", "sliding_window": "slide"}
 _SLOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 DEFAULTS = {
     "version": SCHEMA_VERSION,
     "model": {"path": None, "n_ctx": 0, "kv_type": "f32"},
+    "kv_cache": {"strategy": "fail", "keep": 0},
     "threads": {"count": 1, "pin": []},
     "sampling": {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0,
                  "repeat_last_n": 0, "seed": None, "max_tokens": 64},
@@ -93,7 +100,9 @@ class DeviceConfig:
     def model_kwargs(self):
         """Keyword arguments for edgerun.Model (besides the path)."""
         m, t = self.data["model"], self.data["threads"]
-        return {"n_ctx": m["n_ctx"], "n_threads": t["count"], "kv_type": m["kv_type"]}
+        kv = self.data["kv_cache"]
+        return {"n_ctx": m["n_ctx"], "n_threads": t["count"], "kv_type": m["kv_type"],
+                "ctx_strategy": KV_STRATEGIES[kv["strategy"]], "ctx_keep": kv["keep"]}
 
     def sampling_kwargs(self):
         """Keyword arguments for Model.generate() (max_tokens included)."""
@@ -181,6 +190,14 @@ def validate(raw, source=FILE_NAME, check_cpus=False):
     c.integer("model.n_ctx", m["n_ctx"], 0, 1 << 20)
     if m["kv_type"] not in ("f32", "f16"):
         c.fail("model.kv_type", f"expected 'f32' or 'f16', got {_show(m['kv_type'])}")
+
+    kv = data["kv_cache"]
+    if kv["strategy"] not in KV_STRATEGIES:
+        c.fail("kv_cache.strategy", f"expected one of {', '.join(KV_STRATEGIES)}, got {_show(kv['strategy'])}")
+    c.integer("kv_cache.keep", kv["keep"], 0, 1 << 20)
+    if kv["strategy"] == "sliding_window" and m["n_ctx"] and kv["keep"] > m["n_ctx"] - 2:
+        c.fail("kv_cache.keep", f"a slide must forget at least one token: keep {kv['keep']} with model.n_ctx "
+                                f"{m['n_ctx']} allows at most {m['n_ctx'] - 2}")
 
     t = data["threads"]
     c.integer("threads.count", t["count"], 1, 1024)
