@@ -109,11 +109,13 @@ typedef struct act_blk {
     int32_t sum; /* Σ x of the block's 32 quants */
 } act_blk;
 
+#if !ER_X86_VNNI /* the VNNI kernel broadcasts inside VPDPBUSD (avx2.h) */
 static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
 }
+#endif
 
 static ALWAYS_INLINE int32_t sum_i8_32(const int8_t *q) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)q);
