@@ -42,3 +42,26 @@ def test_generic_table_plans_no_repacked_section(tiny):
     with edgerun.Model(_q4_model(tiny), n_ctx=32, isa="generic") as m:
         sec = {s["name"]: s for s in m.plan()["sections"]}["repacked"]
     assert sec["bytes"] == 0 and sec["used"] == 0
+
+
+# The 32-element fallback types (kernels/x86/repack_q32_avx2.c): the
+# repacked matmul returns generic's bits, the file layout runs avx2's
+# row-wise dots (another float order), so the two agree as Q4_0's do.
+Q32_TYPES = {"q5_0": "Q5_0", "iq4_nl": "IQ4_NL", "q4_1": "Q4_1", "q5_1": "Q5_1"}
+
+
+@pytest.mark.parametrize("qtype", sorted(Q32_TYPES))
+def test_repacked_q32_logits_match_file_layout(tiny, monkeypatch, qtype):
+    from edgerun.convert import reference
+    path = tiny.gguf("llama_untied_theta5e5", qtype)
+    m = reference.GGUFModel(path)
+    code = getattr(reference, Q32_TYPES[qtype])
+    mats = [n for n in m.tensor_types if n.startswith("blk.") and n.endswith(".weight") and m.tensor_types[n] == code]
+    assert mats, f"the {qtype} file holds no {qtype} matrix"
+    ids = [int(v) for v in np.random.RandomState(5).randint(0, 200, 20)]
+    isa, repacked, got, want = logits_repacked_and_not(path, ids, monkeypatch, n_ctx=32, n_threads=2)
+    if isa not in ("avx2", "avx512vnni"):
+        pytest.skip(f"table {isa} keeps the file layout for {qtype}")
+    assert repacked["bytes"] >= sum(len(m.raw[n]) for n in mats)
+    assert repacked["used"] == repacked["bytes"]          # the plan is exact
+    assert rel_err(got, want) <= 1e-5

@@ -144,12 +144,24 @@ void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in,
 void er_avx2_matmul_q6_kx8(const er_matmul_args *a);
 void er_avx2_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx2_matmul_q8_0x8(const er_matmul_args *a);
+void er_avx2_repack_q5_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_repack_iq4_nl(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_repack_q4_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_repack_q5_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_matmul_q5_0x8(const er_matmul_args *a);
+void er_avx2_matmul_iq4_nlx8(const er_matmul_args *a);
+void er_avx2_matmul_q4_1x8(const er_matmul_args *a);
+void er_avx2_matmul_q5_1x8(const er_matmul_args *a);
 /* the same repacked kernels built with AVX-512 VL/BW/VNNI (ER_X86_VNNI builds) */
 void er_avx512vnni_matmul_q4_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q4_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q6_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q8_0x8(const er_matmul_args *a);
+void er_avx512vnni_matmul_q5_0x8(const er_matmul_args *a);
+void er_avx512vnni_matmul_iq4_nlx8(const er_matmul_args *a);
+void er_avx512vnni_matmul_q4_1x8(const er_matmul_args *a);
+void er_avx512vnni_matmul_q5_1x8(const er_matmul_args *a);
 /* q32_avx2.c's VNNI build */
 float er_avx512vnni_dot_q4_1(int n, const void *w_row, const void *x_row);
 float er_avx512vnni_dot_q5_0(int n, const void *w_row, const void *x_row);

@@ -24,7 +24,8 @@
  * (MT = 4 and 8, and unrolling by 4, measured slower); decode unchanged.
  *
  * Q8_0 has its own 8-row layout (repack_q8_0_avx2.c); Q4_K too
- * (repack_q4_k_q5_k_avx2.c, with Q5_K), Q6_K too (repack_q6_k_avx2.c).
+ * (repack_q4_k_q5_k_avx2.c, with Q5_K), Q6_K too (repack_q6_k_avx2.c);
+ * Q5_0, IQ4_NL, Q4_1 and Q5_1 take this one's shape (repack_q32_avx2.c).
  *
  * Arithmetic: each block's int32 sum per row is exact (maddubs of the
  * unsigned nibbles, int16 sums of 8 groups <= 8 * 2 * 15 * 127 = 30480, then
