@@ -833,9 +833,13 @@ def write_matrix(rep, out_dir, out=None, doc=None):
     old = doc.read_text() if doc.is_file() else ""
     marks = (FAMILY_DOC_BEGIN, FAMILY_DOC_END) if families else (DOC_BEGIN, DOC_END)
     if families and marks[0] not in old and DOC_END in old:
-        # first run: the families' section goes right after the matrix's
-        cut = old.index(DOC_END) + len(DOC_END) + 1
-        old = old[:cut] + "\n" + marks[0] + "\n" + marks[1] + "\n" + old[cut:]
+        # first run: the families' section goes after the matrix's notes, before the
+        # next section (a "## " heading or another benchmark's marker); update_doc
+        # alone would put it above the matrix
+        after = old.index(DOC_END) + len(DOC_END)
+        cuts = [i + 1 for i in (old.find("\n## ", after), old.find("\n<!-- edgerun bench", after)) if i >= 0]
+        cut = min(cuts) if cuts else len(old)
+        old = old[:cut] + marks[0] + "\n" + marks[1] + "\n\n" + old[cut:]
     doc.write_text(update_doc(old, format_markdown(rep, png.name if has_plot else None), *marks))
     return doc, (png if has_plot else None)
 
