@@ -22,7 +22,7 @@
 #   make bench-serve `edgerun serve` throughput at 1-4 slots and the burst test (scripts/bench_serve.py)
 #   make test-tsan-swap  the live model swap stress test under ThreadSanitizer (clang)
 #   make bench       edgerun vs llama.cpp: 15M/110M x F32/Q8_0/Q4_0/Q4_K (+110M: llama.cpp's Q4_1 ... Q6_K files) x 1,2 threads
-#                    (then bench-qemu-isa)
+#                    then Gemma-3-270M and Qwen3-0.6B shapes x Q8_0/Q4_K_M x 1,2 threads (then bench-qemu-isa)
 #   make bench-qemu-isa  Arm kernel tables' speed-up over generic under qemu -> docs/PERFORMANCE.md
 #   make bench-board BOARD=rpi5         the board's cross build under qemu: latency, gates (JSON + PNG)
 #   make sysroot BOARD=rpi5             the board's aarch64 Python (python3 + cffi + numpy) in build/sysroot/
@@ -258,13 +258,19 @@ $(BENCH_DIR)/llama15m-%.gguf: scripts/make_bench_model.py
 # docs/performance.png and $(BENCH_DIR)/matrix.json.
 # ~15-25 min on 2 cores (the first run also makes the models);
 # BENCH_QUICK=1 runs the 15M shape only; BENCH_TYPES=q4_1,iq4_xs only those
-# types. Then the embedded model, as before.
+# types. Then the real families' shapes (scripts/make_bench_family.py:
+# Gemma-3-270M and Qwen3-0.6B, seeded weights, `edgerun convert` then
+# llama.cpp's quantizer, Q8_0 and Q4_K_M; made once, a few minutes, into
+# $(BENCH_DIR)) into their own section and $(BENCH_DIR)/families.json
+# (not with BENCH_QUICK=1). Then the embedded model, as before.
 BENCH_QUICK ?= 0
 BENCH_TYPES ?=
 bench: build
 	EDGERUN_SETUP_BENCH=1 bash scripts/setup.sh
 	$(EDGERUN) bench --matrix $(if $(filter 1,$(BENCH_QUICK)),--quick) --threads $(BENCH_THREADS) \
 	  $(if $(BENCH_TYPES),--types $(BENCH_TYPES)) --bench-dir $(BENCH_DIR) --doc docs/PERFORMANCE.md
+	@if [ "$(BENCH_QUICK)" != 1 ]; then echo; $(EDGERUN) bench --matrix --families --threads $(BENCH_THREADS) \
+	  --bench-dir $(BENCH_DIR) --doc docs/PERFORMANCE.md; fi
 	@echo; $(EDGERUN) bench models/edgerun-add.gguf --threads $(BENCH_THREADS) --out $(BENCH_DIR)/edgerun-add.json
 	@echo; $(EDGERUN) bench-tokenizer --mb 10
 	@echo; $(MAKE) --no-print-directory bench-qemu-isa

@@ -185,6 +185,25 @@ def test_mix_rows_only_where_super_blocks_fit():
     assert "| 110m | q6_k | 1 | edgerun |" in md and "llama_model_quantize" in md
 
 
+def test_family_rows_get_their_own_section(tmp_path):
+    """`--matrix --families` rows: only Q8_0 and Q4_K_M, their own section after
+    the matrix's (its notes kept with it), the matrix's section untouched."""
+    everything = bench.MATRIX_TYPES + tuple(bench.MIX_TYPES)
+    assert bench._types_for("gemma3-270m", everything) == ["q8_0", "q4_k_m"]
+    assert bench._types_for("qwen3-0.6b", everything) == ["q8_0", "q4_k_m"]
+    rep = _fake_report()
+    rep["results"] = [dict(r, shape="qwen3-0.6b") for r in rep["results"]]
+    doc = tmp_path / "PERFORMANCE.md"
+    doc.write_text(f"# Performance\n\n{bench.DOC_BEGIN}\nthe matrix\n{bench.DOC_END}\n\n### its notes\n\n"
+                   "## Latency stability\n")
+    bench.write_matrix(rep, tmp_path, doc=doc)
+    text = doc.read_text()
+    assert "the matrix" in text and "| qwen3-0.6b | q8_0 | 1 | edgerun |" in text and "262144" in text
+    assert text.index("### its notes") < text.index(bench.FAMILY_DOC_BEGIN) < text.index("## Latency stability")
+    bench.write_matrix(rep, tmp_path, doc=doc)   # in place the second time
+    assert doc.read_text().count(bench.FAMILY_DOC_BEGIN) == 1
+
+
 def test_llama_quantizer_failure_is_one_clear_error(tmp_path):
     bad = tmp_path / "not.gguf"
     bad.write_bytes(b"not a model")

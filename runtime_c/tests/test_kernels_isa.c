@@ -462,7 +462,9 @@ static void check_argmax(const er_kernels *k) {
 static void check_elementwise(const er_kernels *k, const er_kernels *g) {
     static float x[NMAX], w[NMAX], y1[NMAX], y2[NMAX], u[NMAX];
     static const int ns[] = {1, 5, 8, 17, 64, 100, 1000, 4096};
-    int bad_norm = 0, bad_alias = 0, bad_soft = 0, bad_silu = 0, bad_add = 0;
+    int bad_norm = 0, bad_alias = 0, bad_soft = 0, bad_silu = 0, bad_gelu = 0, bad_add = 0;
+    static float gv[NMAX];
+    const er_family_kernels kf = er_kernels_family(k), gf = er_kernels_family(g);
     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
         const int n = ns[ni];
         for (int i = 0; i < n; i++) {
@@ -491,6 +493,19 @@ static void check_elementwise(const er_kernels *k, const er_kernels *g) {
         g->silu_mul(y2, u, n);
         for (int i = 0; i < n; i++) bad_silu += !close_rel(y1[i], y2[i], 1e-6, 1e-30);
 
+        /* gelu-mul (Gemma's GeGLU) across its range, saturating on both sides:
+         * the SIMD tables compute it as a sigmoid of e^x, generic with tanhf,
+         * so they agree to float rounding of |v * u|, not bit for bit (where
+         * 1 + tanhf(z) cancels, generic itself is only that accurate) */
+        for (int i = 0; i < n; i++) {
+            y1[i] = y2[i] = (i % 13 == 0) ? rnd_f() * 200 : rnd_f() * 12;
+        }
+        memcpy(gv, y1, (size_t)n * 4);
+        kf.gelu_mul(y1, u, n);
+        gf.gelu_mul(y2, u, n);
+        for (int i = 0; i < n; i++)
+            bad_gelu += !(fabsf(y1[i] - y2[i]) <= 1e-6f * fabsf(gv[i] * u[i]) + 1e-30f);
+
         memcpy(y1, x, (size_t)n * 4);
         memcpy(y2, x, (size_t)n * 4);
         k->add(y1, w, n);
@@ -506,6 +521,7 @@ static void check_elementwise(const er_kernels *k, const er_kernels *g) {
     CHECK(bad_norm == 0 && bad_alias == 0, "%s: rmsnorm %d / in-place %d elements off", k->name, bad_norm, bad_alias);
     CHECK(bad_soft == 0, "%s: softmax %d elements beyond 3e-6 relative", k->name, bad_soft);
     CHECK(bad_silu == 0, "%s: silu_mul %d elements beyond 1e-6 relative", k->name, bad_silu);
+    CHECK(bad_gelu == 0, "%s: gelu_mul %d elements beyond 1e-6 of |v * u|", k->name, bad_gelu);
     CHECK(bad_add == 0, "%s: add differs from generic", k->name);
 
     /* rope: same arithmetic expected, held to 1e-6 relative */

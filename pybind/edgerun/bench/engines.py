@@ -351,6 +351,12 @@ MATRIX_TYPES = ("f32", "q8_0", "q4_0", "q4_k")
 MIX_TYPES = {"q4_1": 3, "q5_0": 8, "q5_1": 9, "iq4_nl": 25, "iq4_xs": 30, "q2_k": 10, "q3_k_s": 11, "q3_k_m": 12,
              "q3_k_l": 13, "q4_k_s": 14, "q5_k_s": 16, "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}
 MIX_SHAPES = ("110m",)
+# Real families' shapes (scripts/make_bench_family.py): seeded weights in a Hugging
+# Face folder of the published config's dimensions, converted by `edgerun convert`
+# and quantized by llama.cpp's quantizer to the types people download them in.
+# Their vocabularies (262144, 151936) are part of what a decode step reads.
+# `edgerun bench --matrix --families` runs them into their own section.
+FAMILY_SHAPES = {"gemma3-270m": ("q8_0", "q4_k_m"), "qwen3-0.6b": ("q8_0", "q4_k_m")}
 MATRIX_CTX = 256          # both engines: prompt 64 + 128 decode steps fit, KV caches stay small
 
 
@@ -362,6 +368,8 @@ def bench_model(out_dir, shape, wtype, log=None):
     """The benchmark GGUF of `shape` and `wtype` in out_dir, made (seeded, by
     scripts/make_bench_model.py) when missing."""
     out_dir = pathlib.Path(out_dir)
+    if shape in FAMILY_SHAPES:
+        return _family_model(out_dir, shape, wtype, log)
     path = out_dir / f"llama{shape}-{wtype}.gguf"
     if path.is_file():
         return path
@@ -379,6 +387,27 @@ def bench_model(out_dir, shape, wtype, log=None):
         _llama_quantize(bench_model(out_dir, shape, "f32", log), tmp, MIX_TYPES[wtype])
     else:
         mod.build(tmp, wtype, 0, shape)
+    os.replace(tmp, path)
+    return path
+
+
+def _family_model(out_dir, shape, wtype, log=None):
+    """out_dir/SHAPE-WTYPE.gguf of a FAMILY_SHAPES shape, made by
+    scripts/make_bench_family.py when missing (the F16 file it starts from is
+    cached beside it)."""
+    path = out_dir / f"{shape}-{wtype}.gguf"
+    if path.is_file():
+        return path
+    script = _repo() / "scripts" / "make_bench_family.py"
+    if not script.is_file():
+        raise FileNotFoundError(2, "family benchmark models are made by scripts/make_bench_family.py (a checkout)",
+                                str(script))
+    spec = importlib.util.spec_from_file_location("_edgerun_make_bench_family", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    mod.build(tmp, shape, wtype, log=log or (lambda msg: None))
     os.replace(tmp, path)
     return path
 
@@ -518,6 +547,8 @@ def machine_info():
 
 
 def _types_for(shape, types):
+    if shape in FAMILY_SHAPES:
+        return [t for t in types if t in FAMILY_SHAPES[shape]]
     return [t for t in types if t not in MIX_TYPES or shape in MIX_SHAPES]
 
 
@@ -553,7 +584,11 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
                     bar.advance(len(threads) * len(engines))
                     continue
                 wbytes = weight_bytes_per_token(path)
-                kvbytes = kv_bytes_per_token(path, prompt_tokens, gen_tokens, 2 if kv_type == "f16" else 4)
+                try:
+                    kvbytes = kv_bytes_per_token(path, prompt_tokens, gen_tokens, 2 if kv_type == "f16" else 4)
+                except Exception as e:  # noqa: BLE001 - the reference reader may not know a family's layout
+                    log(f"bench: {shape} {wt}: K/V bytes not counted ({e})")
+                    kvbytes = None
                 for t in threads:
                     # The probe again, smaller, right before and after this row's
                     # engines: on a shared VM the bandwidth drifts by 10-15% within
@@ -566,7 +601,9 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
                         r = _run_worker(engine, path, t, 64, MATRIX_CTX, prompt_tokens, gen_tokens, repeat,
                                         timeout, kv_type)
                         r.update(shape=shape, type=wt, model=str(path), weight_bytes_per_token=wbytes,
-                                 kv_bytes_per_token=kvbytes, bandwidth_gb_per_s=bw[t])
+                                 bandwidth_gb_per_s=bw[t])
+                        if kvbytes is not None:
+                            r["kv_bytes_per_token"] = kvbytes
                         row.append(r)
                         bar.advance(1)
                         if "error" not in r:
@@ -657,12 +694,15 @@ def format_markdown(rep, plot_name=None):
     bw = ", ".join(f"{t} thread(s): {g:.1f} GB/s" for t, g in sorted(rep["bandwidth_gb_per_s"].items()))
     mbw = ", ".join(f"{t} thread(s): {g:.1f} GB/s"
                     for t, g in sorted(rep.get("median_bandwidth_gb_per_s", {}).items()))
+    families = any(r.get("shape") in FAMILY_SHAPES for r in rep["results"])
     lines = [
+        "## Throughput on real families' shapes: edgerun and llama.cpp" if families else
         "## Throughput: edgerun and llama.cpp",
         "",
-        "Written by `make bench` (`edgerun bench --matrix`, pybind/edgerun/bench/engines.py) between the markers",
+        f"Written by `make bench` (`edgerun bench --matrix{' --families' if families else ''}`, "
+        "pybind/edgerun/bench/engines.py) between the markers",
         "around this section; re-run it on an idle machine to refresh every number here. Raw figures:",
-        "build/bench/matrix.json.",
+        f"build/bench/{'families' if families else 'matrix'}.json.",
         "",
         f"* machine: {m['cpu']} ({m['machine']}, {m['cpus']} CPUs), {rep['date']}",
         f"* load average (1/5/15 min) before: {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}; after: "
@@ -684,12 +724,19 @@ def format_markdown(rep, plot_name=None):
         f"(llama.cpp's default); each engine in its own process; "
         f"median of {rep['repeat']} runs, [min-max] beside it",
         f"* peer: llama.cpp through llama-cpp-python ({rep['llama_cpp']}), same GGUF files, same thread counts",
-        f"* models: seeded random weights, shapes of the stories Llamas (15M: dim 288, 6 layers; 110M: dim 768,"
-        f" 12 layers; vocab 32000, tied embeddings). 15M Q4_K: 288-wide rows cannot hold K-quant super-blocks,"
-        f" so only ffn_down is Q4_K there and the rest Q4_0 (scripts/make_bench_model.py). 110M"
-        f" {', '.join(MIX_TYPES)}: the F32 file quantized by llama.cpp's own quantizer (llama_model_quantize),"
-        f" as the files people download are made: its per-tensor mix (Q6_K output, more bits on attn_v/ffn_down"
-        f" in the _M/_L mixes)",
+        (f"* models: seeded random weights in Hugging Face folders of the published configs' dimensions"
+         f" (scripts/make_bench_family.py), converted to F16 by `edgerun convert` and quantized by llama.cpp's"
+         f" own quantizer (llama_model_quantize) to its Q8_0 and Q4_K_M mixes. gemma3-270m: hidden 640, 18"
+         f" layers (sliding window 512 on 5 of every 6), 4 heads on 1 K/V head of 256, FFN 2048 (GeGLU), vocab"
+         f" 262144; qwen3-0.6b: hidden 1024, 28 layers, 16 heads on 8 K/V heads of 128, QK norm, FFN 3072, vocab"
+         f" 151936; both tie the output to the embeddings, so every decode step reads the whole vocabulary"
+         f" matrix (Q6_K in the Q4_K_M files, as llama.cpp's mix makes it)") if families else
+        (f"* models: seeded random weights, shapes of the stories Llamas (15M: dim 288, 6 layers; 110M: dim 768,"
+         f" 12 layers; vocab 32000, tied embeddings). 15M Q4_K: 288-wide rows cannot hold K-quant super-blocks,"
+         f" so only ffn_down is Q4_K there and the rest Q4_0 (scripts/make_bench_model.py). 110M"
+         f" {', '.join(MIX_TYPES)}: the F32 file quantized by llama.cpp's own quantizer (llama_model_quantize),"
+         f" as the files people download are made: its per-tensor mix (Q6_K output, more bits on attn_v/ffn_down"
+         f" in the _M/_L mixes)"),
         "",
         "`% BW` = decode tokens/s x weight bytes per token / read bandwidth at the same thread count: how",
         "close decode gets to the memory-bound limit. A 15M file smaller than the last-level cache can",
@@ -710,7 +757,7 @@ def format_markdown(rep, plot_name=None):
         "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = rep["results"]
-    for shape in SHAPES:
+    for shape in SHAPES + tuple(FAMILY_SHAPES):
         for wt in _types_for(shape, MATRIX_TYPES + tuple(MIX_TYPES)):
             for t in sorted({r["threads"] for r in rows}):
                 for engine in ENGINES:
@@ -741,6 +788,8 @@ def format_markdown(rep, plot_name=None):
 
 DOC_BEGIN = "<!-- edgerun bench --matrix: begin (generated; edits inside are overwritten) -->"
 DOC_END = "<!-- edgerun bench --matrix: end -->"
+FAMILY_DOC_BEGIN = "<!-- edgerun bench --matrix --families: begin (generated; edits inside are overwritten) -->"
+FAMILY_DOC_END = "<!-- edgerun bench --matrix --families: end -->"
 
 
 def update_doc(text, section, begin=DOC_BEGIN, end=DOC_END):
@@ -777,11 +826,21 @@ def write_matrix(rep, out_dir, out=None, doc=None):
     if not doc:
         return None, None
     doc = pathlib.Path(doc)
-    png = doc.with_name("performance.png")
+    families = any(r.get("shape") in FAMILY_SHAPES for r in rep["results"])
+    png = doc.with_name("performance-families.png" if families else "performance.png")
     has_plot = plot(rep, png)
     doc.parent.mkdir(parents=True, exist_ok=True)
     old = doc.read_text() if doc.is_file() else ""
-    doc.write_text(update_doc(old, format_markdown(rep, png.name if has_plot else None)))
+    marks = (FAMILY_DOC_BEGIN, FAMILY_DOC_END) if families else (DOC_BEGIN, DOC_END)
+    if families and marks[0] not in old and DOC_END in old:
+        # first run: the families' section goes after the matrix's notes, before the
+        # next section (a "## " heading or another benchmark's marker); update_doc
+        # alone would put it above the matrix
+        after = old.index(DOC_END) + len(DOC_END)
+        cuts = [i + 1 for i in (old.find("\n## ", after), old.find("\n<!-- edgerun bench", after)) if i >= 0]
+        cut = min(cuts) if cuts else len(old)
+        old = old[:cut] + marks[0] + "\n" + marks[1] + "\n\n" + old[cut:]
+    doc.write_text(update_doc(old, format_markdown(rep, png.name if has_plot else None), *marks))
     return doc, (png if has_plot else None)
 
 def plot(rep, png_path):
@@ -794,7 +853,7 @@ def plot(rep, png_path):
     except ImportError:
         return False
     rows = rep["results"]
-    shapes = [s for s in SHAPES if any(r.get("shape") == s for r in rows)]
+    shapes = [s for s in SHAPES + tuple(FAMILY_SHAPES) if any(r.get("shape") == s for r in rows)]
     threads = sorted({r["threads"] for r in rows})
     types_of = {shape: [wt for wt in _types_for(shape, MATRIX_TYPES + tuple(MIX_TYPES))
                         if any(r.get("shape") == shape and r.get("type") == wt for r in rows)] for shape in shapes}

@@ -9,6 +9,7 @@ by a calibration workload; JSON + PNG; the board's latency gates (edgerun/bench/
 emulated CPU models that can run it, and its greedy tokens against generic's
 (edgerun/bench/isa.py)."""
 import json
+import pathlib
 import sys
 
 from .. import console
@@ -94,6 +95,9 @@ def register(sub):
     mx.add_argument("--types", metavar="T,T", default=None,
                     help="--matrix over these weight types only (e.g. q4_1,iq4_xs; default: all of them)")
     mx.add_argument("--quick", action="store_true", help="--matrix on the 15M shape only")
+    mx.add_argument("--families", action="store_true",
+                    help="--matrix on real families' shapes (Gemma-3-270M, Qwen3-0.6B; seeded weights) in Q8_0 "
+                         "and Q4_K_M, into their own section of --doc and BENCH_DIR/families.json")
     mx.add_argument("--bench-dir", default="build/bench", metavar="DIR",
                     help="benchmark models and matrix.json (default build/bench)")
     mx.add_argument("--doc", default="docs/PERFORMANCE.md", metavar="FILE.md",
@@ -120,7 +124,7 @@ def main(args):
     for flag in ("model", "cpu", "update_baseline", "out_dir", "baseline"):
         if getattr(args, flag):
             raise ValueError(f"--{flag.replace('_', '-')} needs --board")
-    if args.matrix or args.quick:
+    if args.matrix or args.quick or args.families:
         return _matrix(args, threads)
     if args.device == "cuda":
         return _cuda(args)
@@ -177,10 +181,14 @@ def _matrix(args, threads):
         unknown = [t for t in types if t not in everything]
         if unknown:
             raise ValueError(f"--types: unknown type(s) {', '.join(unknown)}; the matrix has {', '.join(everything)}")
-    rep = bench.matrix(args.bench_dir, shapes=("15m",) if args.quick else bench.SHAPES, types=types, threads=threads,
+    shapes = ("15m",) if args.quick else bench.SHAPES
+    if args.families:
+        shapes = tuple(bench.FAMILY_SHAPES)
+    rep = bench.matrix(args.bench_dir, shapes=shapes, types=types, threads=threads,
                        repeat=args.repeat or 3, prompt_tokens=args.prompt_tokens or 64,
                        gen_tokens=args.gen_tokens or 128, peer=not args.no_peer)
-    doc, png = bench.write_matrix(rep, args.bench_dir, args.out, None if args.doc == "none" else args.doc)
+    out = args.out or (pathlib.Path(args.bench_dir) / "families.json" if args.families else None)
+    doc, png = bench.write_matrix(rep, args.bench_dir, out, None if args.doc == "none" else args.doc)
     if doc:
         print(f"edgerun: wrote {doc}" + (f" and {png}" if png else " (no plot: matplotlib missing)"))
     if args.json:

@@ -1,9 +1,10 @@
 /*
  * ew_neon.c — element-wise kernels, baseline NEON: rmsnorm, softmax,
- * silu-mul, add, and the Q8_0 activation quantizer (attention:
+ * silu-mul, gelu-mul, add, and the Q8_0 activation quantizer (attention:
  * attention_neon.c).
  */
 #include "neon.h"
+#include "../generic/generic.h"
 
 #include <math.h>
 
@@ -103,6 +104,19 @@ void er_neon_silu_mul(float *g, const float *u, int n) {
     }
     for (; i < n; i++)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* Gemma's GeGLU gate as v * u / (1 + e^(-2z)): why, and how it relates to
+ * generic, at the AVX2 twin (ew_avx2.c). */
+void er_neon_gelu_mul(float *g, const float *u, int n) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(g + i);
+        const float32x4_t inner = vfmaq_f32(v, vmulq_n_f32(v, 0.044715f), vmulq_f32(v, v));
+        const float32x4_t e = exp4(vmulq_n_f32(inner, -2.0f * 0.7978845608028654f));
+        vst1q_f32(g + i, vmulq_f32(vdivq_f32(v, vaddq_f32(vdupq_n_f32(1.0f), e)), vld1q_f32(u + i)));
+    }
+    er_gen_gelu_mul(g + i, u + i, n - i);
 }
 
 void er_neon_add(float *y, const float *x, int n) {

@@ -68,7 +68,7 @@
                         [ER_W_Q5_K] = er_gen_dequant_q5_k, [ER_W_Q6_K] = er_gen_dequant_q6_k, NEW_DEQUANTS},       \
         .quantize_row_q8_0 = er_neon_quantize_row_q8_0, .quantize_row_q8_k = er_neon_quantize_row_q8_k,            \
         .rmsnorm = er_neon_rmsnorm, .rope = er_gen_rope, .softmax = er_neon_softmax, .silu_mul = er_neon_silu_mul, \
-        .rope_cs = er_neon_rope_cs,\
+        .rope_cs = er_neon_rope_cs, .gelu_mul = er_neon_gelu_mul,\
         .add = er_neon_add, .argmax = er_neon_argmax,                                                              \
         .attention = er_neon_attention, .attention_multi = er_neon_attention_multi,                                \
         .attention_heads = er_neon_attention_heads,                                                                \

@@ -78,6 +78,7 @@ static er_kernels k_sve = {
     .rope_cs = er_neon_rope_cs, /* NEON, like the other element-wise kernels */
     .softmax = er_neon_softmax,
     .silu_mul = er_neon_silu_mul,
+    .gelu_mul = er_neon_gelu_mul,
     .add = er_neon_add,
     .argmax = er_neon_argmax,
     .attention = er_neon_attention,

@@ -178,6 +178,7 @@ void er_avx2_rmsnorm(float *y, const float *x, const float *w, int n, float eps)
 void er_avx2_rope_cs(float *x, int n_heads, int head_dim, const float *cs, int neox);
 void er_avx2_softmax(float *x, int n);
 void er_avx2_silu_mul(float *g, const float *u, int n);
+void er_avx2_gelu_mul(float *g, const float *u, int n);
 void er_avx2_add(float *y, const float *x, int n);
 int32_t er_avx2_argmax(const float *x, int n);
 void er_avx2_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,

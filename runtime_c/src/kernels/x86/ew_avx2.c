@@ -1,8 +1,9 @@
 /*
- * ew_avx2.c — element-wise kernels, AVX2+FMA: rmsnorm, softmax, silu-mul,
+ * ew_avx2.c — element-wise kernels, AVX2+FMA: rmsnorm, softmax, silu-mul, gelu-mul,
  * add, and the Q8_0 activation quantizer (attention: attention_avx2.c).
  */
 #include "avx2.h"
+#include "../generic/generic.h"
 
 #include <math.h>
 
@@ -115,6 +116,27 @@ void er_avx2_silu_mul(float *g, const float *u, int n) {
     }
     for (; i < n; i++)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/*
+ * Gemma's GeGLU gate, g = gelu_tanh(g) * u, written as v * u / (1 + e^(-2z))
+ * with z = sqrt(2/pi) (v + 0.044715 v^3): the same function as the generic
+ * 0.5 v (1 + tanh z), since 1 + tanh z = 2 / (1 + e^(-2z)). It differs from
+ * generic (libm's tanhf) by float rounding, and is the more accurate of the
+ * two where v is very negative (1 + tanhf cancels there). Large |v| saturates
+ * as in generic: e^(-2z) overflows to inf (v * u / inf = -0) or underflows to 0.
+ */
+void er_avx2_gelu_mul(float *g, const float *u, int n) {
+    int i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), c2 = _mm256_set1_ps(-2.0f * 0.7978845608028654f),
+                 k = _mm256_set1_ps(0.044715f);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(g + i);
+        const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(k, v), _mm256_mul_ps(v, v), v);
+        const __m256 e = exp8(_mm256_mul_ps(c2, inner));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(v, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    er_gen_gelu_mul(g + i, u + i, n - i);
 }
 
 void er_avx2_add(float *y, const float *x, int n) {

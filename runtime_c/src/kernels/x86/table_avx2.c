@@ -75,6 +75,7 @@
         .rope_cs = er_avx2_rope_cs,                                                                                   \
         .softmax = er_avx2_softmax,                                                                                   \
         .silu_mul = er_avx2_silu_mul,                                                                                 \
+        .gelu_mul = er_avx2_gelu_mul,                                                                                 \
         .add = er_avx2_add,                                                                                           \
         .argmax = er_avx2_argmax,                                                                                     \
         .attention = er_avx2_attention,                                                                               \
