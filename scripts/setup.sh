@@ -119,8 +119,10 @@ PIP_REQS=(
   rich
   # chat templates (edgerun.chat): the same sandboxed engine transformers uses
   "jinja2>=3.1.6"
-  # edgerun serve: the ASGI stack, and the official OpenAI client its tests drive it with
-  starlette uvicorn openai
+  # edgerun serve: the ASGI stack, the official OpenAI client its tests drive it
+  # with, and httpx for the raw requests of the bad-input tests (openai 3.x
+  # no longer pulls httpx itself)
+  starlette uvicorn openai httpx
   # the workflow check of tests/test_release_ci.py: check-jsonschema with its
   # vendored GitHub workflow schema (actionlint has no PyPI wheel; its sdist
   # downloads the binary from GitHub)
@@ -145,7 +147,7 @@ pip_group() {
   touch "$stamp"
 }
 
-pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml, rich, jinja2, starlette, uvicorn, openai' "${PIP_REQS[@]}"
+pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml, rich, jinja2, starlette, uvicorn, openai, httpx' "${PIP_REQS[@]}"
 if [ "${EDGERUN_SETUP_BENCH:-0}" = "1" ]; then
   pip_group bench 'import llama_cpp, tiktoken, matplotlib' llama-cpp-python tiktoken matplotlib
 fi
