@@ -1,32 +1,9 @@
 """Generated ids -> text pieces for one request: the streaming detokenizer
 (a UTF-8 character split across tokens comes out whole) and the stop strings
 (a reply ends before the first one; text that could still grow into one is
-held back, so a stream never shows the start of a stop string)."""
-
-
-class StopCut:
-    def __init__(self, stops):
-        self.stops = [s for s in stops if s]
-        self.pending = ""
-
-    def feed(self, piece):
-        """(text safe to send now, True when a stop string appeared)."""
-        if not self.stops:
-            return piece, False
-        self.pending += piece
-        hits = [k for k in (self.pending.find(s) for s in self.stops) if k >= 0]
-        if hits:
-            out, self.pending = self.pending[:min(hits)], ""
-            return out, True
-        keep = 0
-        for s in self.stops:
-            for j in range(min(len(s) - 1, len(self.pending)), 0, -1):
-                if self.pending.endswith(s[:j]):
-                    keep = max(keep, j)
-                    break
-        out = self.pending[:len(self.pending) - keep]
-        self.pending = self.pending[len(out):]
-        return out, False
+held back, so a stream never shows the start of a stop string: the rule
+a chat turn uses, edgerun.chat's StopCut)."""
+from ..chat.reply import StopCut
 
 
 class TextOut:
