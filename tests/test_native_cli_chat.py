@@ -115,12 +115,23 @@ def test_chat_through_pipe_reuses_prefix(cli, babyllama):
 
 
 def test_chat_slides_context(cli, babyllama):
-    """A conversation longer than the context keeps running with --ctx-strategy slide."""
-    stdin = "".join(f"tell me story {i}\n" for i in range(6))
-    r = chat(cli, babyllama, "--chat-format", "chatml", "--ctx", "256", "--ctx-strategy", "slide",
-             "--keep", "16", "-n", "40", "-t", "1", "--ignore-eos", stdin=stdin)
-    assert r.returncode == 0, r.stderr
-    assert len([line for line in r.stderr.splitlines() if STATS.match(line)]) == 6, r.stderr
+    """A reply longer than the context is left keeps going with --ctx-strategy
+    slide; with fail it stops at the full context. Later turns still run: the
+    oldest turns leave the rendered conversation."""
+    stdin = "".join(f"tell me story {i}\n" for i in range(3))
+    common = ["--chat-format", "chatml", "--ctx", "256", "--keep", "16", "-n", "150", "-t", "1", "--ignore-eos"]
+    for strategy in ("slide", "fail"):
+        r = chat(cli, babyllama, *common, "--ctx-strategy", strategy, stdin=stdin)
+        assert r.returncode == 0, r.stderr
+        stats = [STATS.match(line) for line in r.stderr.splitlines() if STATS.match(line)]
+        assert len(stats) == 3, r.stderr
+        for m in stats:
+            prompt, gen, stop = int(m.group(2)), int(m.group(5)), m.group(6)
+            if strategy == "slide":
+                assert gen == 150 and prompt + gen > 256 and stop == "limit", r.stderr
+            else:
+                # the last token is sampled from the logits at position 256, not decoded
+                assert prompt + gen == 256 + 1 and stop == "context full", r.stderr
 
 
 def test_format_detected_from_template(cli, babyllama, shared_data, tmp_path):
