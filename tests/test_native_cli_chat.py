@@ -159,3 +159,32 @@ def test_bad_input(cli, shared_data):
     assert "--chat-format" in line
     r = subprocess.run([str(cli), "run", str(model), "hi", "--system", "x"], capture_output=True, text=True)
     one_line_error(r)
+
+
+@pytest.fixture(scope="module")
+def chat_gguf(tmp_path_factory):
+    from chat_helpers import chat_model_path
+    return chat_model_path(tmp_path_factory)
+
+
+def test_replies_match_transformers(cli, chat_gguf):
+    """The tiny ChatML model (tests/chat_helpers.py): the format comes from the
+    file's template, each greedy reply equals transformers' on the same
+    conversation, and every later turn reuses at least the previous prompt."""
+    from chat_helpers import ANSWERS, Reference
+    qs = ["hello", "how are you", "bye"]
+    r = chat(cli, chat_gguf, "--system", "be kind", "-n", "32", "-t", "1", stdin="".join(q + "\n" for q in qs))
+    assert r.returncode == 0, r.stderr
+    replies = r.stdout.splitlines()
+    assert len(replies) == 3, r.stdout
+    ref = Reference(chat_gguf)
+    msgs = [{"role": "system", "content": "be kind"}]
+    for q, got in zip(qs, replies):
+        msgs.append({"role": "user", "content": q})
+        assert got == ref.reply(msgs, max_tokens=32) == ANSWERS[q]
+        msgs.append({"role": "assistant", "content": got})
+    stats = [STATS.match(line).groups() for line in r.stderr.splitlines() if STATS.match(line)]
+    assert [s[5] for s in stats] == ["end of turn"] * 3, r.stderr
+    for prev, cur in zip(stats, stats[1:]):
+        p_prev, u_cur, f_cur, p_cur = int(prev[1]), int(cur[2]), int(cur[3]), int(cur[1])
+        assert u_cur >= p_prev and f_cur < p_cur - p_prev, r.stderr
