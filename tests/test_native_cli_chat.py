@@ -188,3 +188,22 @@ def test_replies_match_transformers(cli, chat_gguf):
     for prev, cur in zip(stats, stats[1:]):
         p_prev, u_cur, f_cur, p_cur = int(prev[1]), int(cur[2]), int(cur[3]), int(cur[1])
         assert u_cur >= p_prev and f_cur < p_cur - p_prev, r.stderr
+
+
+def test_model_meta_str(chat_gguf):
+    """er_model_meta_str: the template text as gguf-py reads it; an absent key
+    and a key of another type are ER_EINVAL with a message naming the key."""
+    import gguf
+
+    import edgerun
+    from edgerun._ffi import ffi, lib
+    reader = gguf.GGUFReader(str(chat_gguf))
+    want = reader.fields["tokenizer.chat_template"].contents()
+    with edgerun.Model(chat_gguf, n_ctx=64, n_threads=1) as m:
+        ptr, n = ffi.new("const char **"), ffi.new("size_t *")
+        assert lib.er_model_meta_str(m._ptr, b"tokenizer.chat_template", ptr, n) == 0
+        assert ffi.unpack(ptr[0], n[0]).decode() == want
+        for key in (b"no.such.key", b"qwen2.context_length"):
+            assert lib.er_model_meta_str(m._ptr, key, ptr, n) == lib.ER_EINVAL
+            assert key.decode() in ffi.string(lib.er_last_error()).decode()
+        assert lib.er_model_meta_str(ffi.NULL, b"x", ptr, n) == lib.ER_EINVAL

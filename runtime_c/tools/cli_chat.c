@@ -121,7 +121,8 @@ static int print_prompt(const cli_args *a, int fmt, const char *bos, const char 
         size_t n = read_line(line, LINE_CAP, &eof, &too_long);
         if (eof) break;
         if (too_long) return fail_msg("a line of stdin is longer than 65535 bytes");
-        if (c->n_msg >= MAX_MSG - 1 || make_room(c, n)) return fail_msg("the conversation is too long");
+        if (c->n_msg >= MAX_MSG - 1 || n > c->store_cap - c->store_len)
+            return fail_msg("the conversation is too long");
         begin_msg(c);
         append_text(c, line, n);
     }
@@ -278,6 +279,11 @@ int cli_cmd_chat(const cli_args *a)
      * past n_ctx tokens loses its oldest turns anyway, and a token is rarely
      * more than a few bytes; 64 KiB is the floor for --print-prompt. */
     int n_ctx = a->options.n_ctx > 0 ? a->options.n_ctx : 2048;
+    er_plan_report plan;
+    if (model) {
+        if (er_model_arena(model, &plan) != ER_OK) { fail_er(); goto out; }
+        n_ctx = plan.n_ctx;
+    }
     size_t store_cap = (size_t)n_ctx * 16 + LINE_CAP;
     c = malloc(sizeof *c);
     line = malloc(LINE_CAP);
@@ -315,8 +321,6 @@ int cli_cmd_chat(const cli_args *a)
             continue;
         }
         if (n == 0) continue;
-        /* a reply cut by -n or an error leaves an odd count: the turns still
-         * alternate, since every user line is followed by its reply */
         if (make_room(c, n)) { fail_msg("the line does not fit in the conversation buffer"); continue; }
         begin_msg(c);
         append_text(c, line, n);
