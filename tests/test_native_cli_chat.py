@@ -207,3 +207,24 @@ def test_model_meta_str(chat_gguf):
             assert lib.er_model_meta_str(m._ptr, key, ptr, n) == lib.ER_EINVAL
             assert key.decode() in ffi.string(lib.er_last_error()).decode()
         assert lib.er_model_meta_str(ffi.NULL, b"x", ptr, n) == lib.ER_EINVAL
+
+
+@pytest.mark.parametrize("fam", ["qwen3", "lfm2"])
+def test_refused_truncate_prefills_all(cli, shared_data, fam):
+    """Turn 2 drops turn 1 (the context is full), so the cache must go back to
+    the system prompt: qwen3 cuts back and reuses it; lfm2's convolution ring
+    cannot go back that far (ER_EUNSUPPORTED), so the chat resets and
+    prefills the whole prompt instead of failing."""
+    from family_files import llamacpp_file
+    path = llamacpp_file(shared_data, fam)
+    r = chat(cli, path, "--chat-format", "chatml", "--system", "hi", "--ctx", "64", "-n", "30", "--ignore-eos",
+             "-t", "1", stdin="hello\nmore\n")
+    assert r.returncode == 0, r.stderr
+    stats = [STATS.match(line).groups() for line in r.stderr.splitlines() if STATS.match(line)]
+    assert len(stats) == 2 and stats[0][5] == "context full", r.stderr
+    prompt, reused, prefilled = int(stats[1][1]), int(stats[1][2]), int(stats[1][3])
+    assert reused + prefilled == prompt
+    if fam == "lfm2":
+        assert reused == 0, r.stderr
+    else:
+        assert 0 < reused < prompt, r.stderr
