@@ -268,6 +268,12 @@ ER_API void er_model_close(er_model *model);
 /* Copies the hyper-parameters. Errors: ER_EINVAL. */
 ER_API int er_model_hparams(const er_model *model, er_hparams *out);
 
+/* A string metadata key of the file (e.g. "tokenizer.chat_template"): *ptr
+ * points into the model's mapping (valid until er_model_close, NOT
+ * NUL-terminated) and *len is its byte count. Errors: ER_EINVAL (NULL
+ * argument, the key absent, or a key of another type: the message says which). */
+ER_API int er_model_meta_str(const er_model *model, const char *key, const char **ptr, size_t *len);
+
 /* The plan the model was opened with, with per-section high-water marks in `used`. */
 ER_API int er_model_arena(const er_model *model, er_plan_report *out);
 

@@ -443,6 +443,17 @@ int er_model_hparams(const er_model *m, er_hparams *out) {
     return ER_OK;
 }
 
+int er_model_meta_str(const er_model *m, const char *key, const char **ptr, size_t *len) {
+    if (!m || !key || !ptr || !len) return er_fail(ER_EINVAL, "er_model_meta_str: NULL argument");
+    gguf_kv kv;
+    if (!gguf_find_kv(&m->file, key, &kv)) return er_fail(ER_EINVAL, "the file has no key '%s'", key);
+    er_str s;
+    if (!gguf_get_str(&m->file, key, &s)) return er_fail(ER_EINVAL, "key '%s' is not a string", key);
+    *ptr = s.ptr;
+    *len = (size_t)s.len;
+    return ER_OK;
+}
+
 int er_model_arena(const er_model *m, er_plan_report *out) {
     if (!m || !out) return er_fail(ER_EINVAL, "er_model_arena: NULL argument");
     *out = m->plan;

@@ -6,6 +6,7 @@
  * work the same on glibc, musl and bionic.
  */
 #include "cli_args.h"
+#include "cli_chat_format.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -29,6 +30,7 @@ void cli_usage(FILE *out)
         "usage: edgerun-cli run MODEL.gguf [PROMPT] [options]\n"
         "       edgerun-cli info MODEL.gguf [--ctx C] [--threads T]\n"
         "       edgerun-cli eval MODEL.gguf PROMPTS.txt [-n N] [--logits] [options]\n"
+        "       edgerun-cli chat MODEL.gguf [--chat-format chatml|llama3|gemma] [--system TEXT] [options]\n"
         "       edgerun-cli --help | --version\n"
         "\n"
         "run: generates text from PROMPT (or from --ids) and streams it to stdout;\n"
@@ -38,6 +40,12 @@ void cli_usage(FILE *out)
         "eval: one generation per line of PROMPTS.txt, each from an empty session;\n"
         "     prints JSON lines: a header (model, isa, threads), then per prompt the\n"
         "     text, ids, TTFT and decode time (--logits adds every step's logits).\n"
+        "chat: one user turn per line of stdin, each reply streamed to stdout and a\n"
+        "     statistics line per turn to stderr; /reset forgets the conversation,\n"
+        "     /quit ends. Only the part of the conversation the cache does not hold\n"
+        "     yet is prefilled. --chat-format (default: from the file's template),\n"
+        "     --system TEXT, --date \"02 Dec 2026\" (llama3), --print-prompt (print\n"
+        "     the rendered conversation of stdin's lines, user/assistant alternating).\n"
         "\n"
         "options:\n"
         "  -n, --n-predict N       tokens to generate (default 64)\n"
@@ -52,6 +60,8 @@ void cli_usage(FILE *out)
         "  -c, --ctx C             context length (default: min(model, 2048))\n"
         "  -b, --batch B           prefill chunk (default 64)\n"
         "  --kv f32|f16            KV cache element type (default f32)\n"
+        "  --ctx-strategy S        fail|slide|slide_prefill at a full context (default fail)\n"
+        "  --keep N                tokens a slide keeps at the start (default 0)\n"
         "  --isa NAME              force a kernel table (generic, ...)\n"
         "  --ids \"1 2 3\"           prompt as token ids instead of text\n"
         "  --print-ids             print generated ids instead of text\n"
@@ -118,7 +128,8 @@ static int takes_value(const char *name)
     static const char *const with_value[] = {
         "-n", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
         "--repeat-penalty", "--repeat-last-n", "--seed", "-t", "--threads",
-        "-c", "--ctx", "-b", "--batch", "--kv", "--isa", "--ids", "--timings", NULL};
+        "-c", "--ctx", "-b", "--batch", "--kv", "--isa", "--ids", "--timings",
+        "--ctx-strategy", "--keep", "--chat-format", "--system", "--date", NULL};
     for (int i = 0; with_value[i]; i++)
         if (strcmp(name, with_value[i]) == 0) return 1;
     return 0;
@@ -155,6 +166,19 @@ static int apply(cli_args *a, const char *name, const char *val)
         if (!strcmp(val, "f32")) a->options.kv_type = ER_KV_F32;
         else if (!strcmp(val, "f16")) a->options.kv_type = ER_KV_F16;
         else rc = usage_error("--kv expects f32 or f16, got '%s'", val);
+    } else if (!strcmp(name, "--ctx-strategy")) {
+        if (!strcmp(val, "fail")) a->options.ctx_strategy = ER_CTX_FAIL;
+        else if (!strcmp(val, "slide")) a->options.ctx_strategy = ER_CTX_SLIDE;
+        else if (!strcmp(val, "slide_prefill")) a->options.ctx_strategy = ER_CTX_SLIDE_PREFILL;
+        else rc = usage_error("--ctx-strategy expects fail, slide or slide_prefill, got '%s'", val);
+    } else if (!strcmp(name, "--keep")) {
+        if (!(rc = parse_long(name, val, 0, INT32_MAX, &v))) a->options.ctx_keep = (int32_t)v;
+    } else if (!strcmp(name, "--chat-format")) {
+        a->chat_format = val;
+    } else if (!strcmp(name, "--system")) {
+        a->system = val;
+    } else if (!strcmp(name, "--date")) {
+        a->date = val;
     } else if (!strcmp(name, "--isa")) {
         a->options.isa = val;
     } else if (!strcmp(name, "--ids")) {
@@ -195,6 +219,7 @@ int cli_parse(int argc, char **argv, cli_args *a)
             if (!strcmp(arg, "--no-echo")) { a->echo = 0; continue; }
             if (!strcmp(arg, "--logits")) { a->dump_logits = 1; continue; }
             if (!strcmp(arg, "--ignore-eos")) { a->ignore_eos = 1; continue; }
+            if (!strcmp(arg, "--print-prompt")) { a->print_prompt = 1; continue; }
             char name[64];
             const char *eq = strchr(arg, '=');
             const char *val;
@@ -225,8 +250,15 @@ int cli_parse(int argc, char **argv, cli_args *a)
     if (!strcmp(pos[0], "run")) a->command = CLI_RUN;
     else if (!strcmp(pos[0], "info")) a->command = CLI_INFO;
     else if (!strcmp(pos[0], "eval")) a->command = CLI_EVAL;
-    else return usage_error("unknown command '%s' (expected run, info or eval)", pos[0]);
+    else if (!strcmp(pos[0], "chat")) a->command = CLI_CHAT;
+    else return usage_error("unknown command '%s' (expected run, info, eval or chat)", pos[0]);
 
+    if (a->command != CLI_CHAT && (a->chat_format || a->system || a->date || a->print_prompt))
+        return usage_error("%s: --chat-format, --system, --date and --print-prompt are options of chat", pos[0]);
+    if (a->command == CLI_CHAT && a->chat_format && chat_format_parse(a->chat_format) == CHAT_UNKNOWN)
+        return usage_error("--chat-format expects chatml, llama3 or gemma, got '%s'", a->chat_format);
+    /* --print-prompt with a named format renders without a model file. */
+    if (a->command == CLI_CHAT && npos < 2 && a->print_prompt && a->chat_format) return 0;
     if (npos < 2) return usage_error("%s needs a MODEL.gguf path", pos[0]);
     a->model = pos[1];
     if (a->command == CLI_RUN) {

@@ -11,7 +11,7 @@
 
 #include "edgerun.h"
 
-enum { CLI_NONE = 0, CLI_RUN, CLI_INFO, CLI_EVAL, CLI_HELP, CLI_VERSION };
+enum { CLI_NONE = 0, CLI_RUN, CLI_INFO, CLI_EVAL, CLI_CHAT, CLI_HELP, CLI_VERSION };
 
 typedef struct cli_args {
     int command;
@@ -28,6 +28,10 @@ typedef struct cli_args {
     int print_ids;
     int ignore_eos;           /* --ignore-eos: fixed-length runs for benchmarks */
     const char *timings_path; /* --timings FILE: per-step latencies (cli_timings.h) */
+    const char *chat_format;  /* chat --chat-format chatml|llama3|gemma (NULL: from the file's template) */
+    const char *system;       /* chat --system TEXT */
+    const char *date;         /* chat --date: llama3's "Today Date" (NULL: today, "%d %b %Y") */
+    int print_prompt;         /* chat --print-prompt: render stdin's conversation, run nothing */
     er_sampling sampling;
     er_options options;
 } cli_args;

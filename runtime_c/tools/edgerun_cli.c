@@ -3,6 +3,7 @@
  *   edgerun-cli run MODEL.gguf "prompt" [options]   stream generated text
  *   edgerun-cli info MODEL.gguf                     hparams, tensor types, arena plan
  *   edgerun-cli eval MODEL.gguf PROMPTS.txt         one answer per line, JSON lines (cli_eval.c)
+ *   edgerun-cli chat MODEL.gguf                     multi-turn chat on stdin (cli_chat.c)
  *
  * Uses only the public header. Buffers are sized and allocated once right after
  * er_model_open; the generation loop itself allocates nothing, so the process
@@ -14,6 +15,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_chat.h"
 #include "cli_eval.h"
 #include "cli_timings.h"
 #include "edgerun.h"
@@ -311,6 +313,7 @@ int main(int argc, char **argv)
     case CLI_RUN: return cmd_run(&a);
     case CLI_INFO: return cmd_info(&a);
     case CLI_EVAL: return cli_cmd_eval(&a);
+    case CLI_CHAT: return cli_cmd_chat(&a);
     default: cli_usage(stderr); return 2;
     }
 }
