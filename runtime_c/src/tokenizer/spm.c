@@ -117,7 +117,10 @@ static void encode_segment(const er_vocab *v, const uint8_t *t, size_t a, size_t
         if (l > b - off) l = (uint32_t)(b - off);
         s[ns].off = (uint32_t)off;
         s[ns].len = l;
-        s[ns].id = er_vocab_find(v, t + off, l);
+        s[ns].id = t[off] < 0x80 ? v->spm_ascii[t[off]]
+                   : l == 3 && t[off] == 0xE2 && t[off + 1] == 0x96 && t[off + 2] == 0x81
+                       ? v->spm_ws
+                       : er_vocab_find(v, t + off, l);
         s[ns].prev = ns - 1;
         s[ns].next = ns + 1;
         ns++;

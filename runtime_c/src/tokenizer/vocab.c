@@ -365,6 +365,14 @@ static void build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t cap) {
     memset(tab, 0xFF, sizeof(er_spm_pair) * (size_t)cap);
     v->pair_tab = tab;
     v->pair_mask = cap - 1;
+    v->pair_shift = 64;
+    for (uint32_t c = cap; c > 1; c >>= 1) v->pair_shift--;
+    for (int c = 0; c < 128; c++) {
+        uint8_t b = (uint8_t)c;
+        v->spm_ascii[c] = er_vocab_find(v, &b, 1);
+    }
+    static const uint8_t ws[3] = {0xE2, 0x96, 0x81};
+    v->spm_ws = er_vocab_find(v, ws, 3);
     for (uint32_t id = 0; id < v->n_tokens; id++) {
         if (!hashed(v->kind, v->type[id])) continue;
         size_t n;
@@ -372,7 +380,7 @@ static void build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t cap) {
         for (size_t c = n ? er_utf8_len(k[0]) : 0; c < n; c += er_utf8_len(k[c])) {
             uint32_t l = er_vocab_find(v, k, c), r = er_vocab_find(v, k + c, n - c);
             if (l == ER_VOCAB_NO_ID || r == ER_VOCAB_NO_ID) continue;
-            uint32_t i = er_hash_pair(l, r) & v->pair_mask;
+            uint32_t i = er_hash_spm_pair(l, r, v->pair_shift);
             while (tab[i].left != ER_VOCAB_NO_ID) i = (i + 1) & v->pair_mask;
             tab[i].left = l;
             tab[i].right = r;
