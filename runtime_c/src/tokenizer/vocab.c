@@ -355,13 +355,41 @@ static int insert_piece(er_vocab *v, uint32_t *tab, uint32_t id) {
     }
 }
 
+/* Counts the splits of pieces at a character boundary into two pieces and,
+ * when tab is not NULL, enters each in it. */
+static uint32_t spm_splits(er_vocab *v, er_spm_pair *tab) {
+    uint32_t count = 0;
+    for (uint32_t id = 0; id < v->n_tokens; id++) {
+        if (!hashed(v->kind, v->type[id])) continue;
+        size_t n;
+        const uint8_t *k = key_of(v, id, &n);
+        for (size_t c = n ? er_utf8_len(k[0]) : 0; c < n; c += er_utf8_len(k[c])) {
+            uint32_t l = er_vocab_find(v, k, c), r = er_vocab_find(v, k + c, n - c);
+            if (l == ER_VOCAB_NO_ID || r == ER_VOCAB_NO_ID) continue;
+            count++;
+            if (!tab) continue;
+            uint32_t i = er_hash_spm_pair(l, r, v->pair_shift);
+            while (tab[i].left != ER_VOCAB_NO_ID) i = (i + 1) & v->pair_mask;
+            tab[i].left = l;
+            tab[i].right = r;
+            tab[i].result = id;
+        }
+    }
+    return count;
+}
+
 /* Fills the SPM pair table: each piece split at each character boundary
  * into two pieces. The text's symbols are cut at the same boundaries and
  * every merged symbol is a piece, so two adjacent symbols whose ids are
  * known join into a piece exactly when this table has their pair; keys
  * are unique (duplicates were refused), so no pair is entered twice.
- * read_meta counted the boundaries: the table cannot fill up. */
-static void build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t cap) {
+ * read_meta sized the region for every character boundary; the table
+ * takes only what the pairs that exist need (about half of it for
+ * Llama 2), because the encoder's time goes into cache misses on it. */
+static void build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t planned_cap) {
+    uint32_t n = spm_splits(v, NULL);
+    uint32_t cap = pow2_at_least((uint64_t)n + n / 3 + 1);
+    if (cap > planned_cap) cap = planned_cap; /* not reached: n <= the boundaries counted */
     memset(tab, 0xFF, sizeof(er_spm_pair) * (size_t)cap);
     v->pair_tab = tab;
     v->pair_mask = cap - 1;
@@ -373,20 +401,7 @@ static void build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t cap) {
     }
     static const uint8_t ws[3] = {0xE2, 0x96, 0x81};
     v->spm_ws = er_vocab_find(v, ws, 3);
-    for (uint32_t id = 0; id < v->n_tokens; id++) {
-        if (!hashed(v->kind, v->type[id])) continue;
-        size_t n;
-        const uint8_t *k = key_of(v, id, &n);
-        for (size_t c = n ? er_utf8_len(k[0]) : 0; c < n; c += er_utf8_len(k[c])) {
-            uint32_t l = er_vocab_find(v, k, c), r = er_vocab_find(v, k + c, n - c);
-            if (l == ER_VOCAB_NO_ID || r == ER_VOCAB_NO_ID) continue;
-            uint32_t i = er_hash_spm_pair(l, r, v->pair_shift);
-            while (tab[i].left != ER_VOCAB_NO_ID) i = (i + 1) & v->pair_mask;
-            tab[i].left = l;
-            tab[i].right = r;
-            tab[i].result = id;
-        }
-    }
+    spm_splits(v, tab);
 }
 
 /* Special tokens sort by first byte, then longest first, so the first match
