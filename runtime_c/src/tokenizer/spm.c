@@ -22,6 +22,7 @@
 
 typedef struct sym {
     uint32_t off, len;      /* bytes in the prepared text; len 0 = merged away */
+    uint32_t id;            /* the piece these bytes are, or ER_VOCAB_NO_ID */
     int32_t prev, next;
 } sym;
 
@@ -80,16 +81,14 @@ static pair heap_pop(pair *h, size_t *n) {
     return top;
 }
 
-/* Bytes of a UTF-8 character from its first byte, llama.cpp's table: a
- * stray continuation byte is a character of its own. */
-static inline uint32_t utf8_len(uint8_t c) {
-    static const uint8_t lut[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lut[c >> 4];
-}
-
 static void try_pair(const er_vocab *v, const uint8_t *t, const sym *s, int32_t l, int32_t r, pair *h, size_t *nh) {
     if (l < 0 || r < 0) return;
-    uint32_t id = er_vocab_find2(v, t + s[l].off, s[l].len, t + s[r].off, s[r].len);
+    /* Two pieces: the id-pair table says all (see build_spm_pairs). A symbol
+     * that is no piece (a character outside the vocabulary) may still be
+     * part of one: only then are the bytes looked up. */
+    uint32_t id = s[l].id != ER_VOCAB_NO_ID && s[r].id != ER_VOCAB_NO_ID
+                      ? er_vocab_spm_pair(v, s[l].id, s[r].id)
+                      : er_vocab_find2(v, t + s[l].off, s[l].len, t + s[r].off, s[r].len);
     if (id == ER_VOCAB_NO_ID) return;
     /* User-defined pieces merge before every normal one, among themselves by
      * id: Hugging Face ranks them so (they come first in a SentencePiece
@@ -114,10 +113,14 @@ static void encode_segment(const er_vocab *v, const uint8_t *t, size_t a, size_t
     }
     int32_t ns = 0;
     for (size_t off = a; off < b;) {
-        uint32_t l = utf8_len(t[off]);
+        uint32_t l = er_utf8_len(t[off]);
         if (l > b - off) l = (uint32_t)(b - off);
         s[ns].off = (uint32_t)off;
         s[ns].len = l;
+        s[ns].id = t[off] < 0x80 ? v->spm_ascii[t[off]]
+                   : l == 3 && t[off] == 0xE2 && t[off + 1] == 0x96 && t[off + 2] == 0x81
+                       ? v->spm_ws
+                       : er_vocab_find(v, t + off, l);
         s[ns].prev = ns - 1;
         s[ns].next = ns + 1;
         ns++;
@@ -135,6 +138,7 @@ static void encode_segment(const er_vocab *v, const uint8_t *t, size_t a, size_t
         /* A pair queued before one of its symbols grew is stale. */
         if (r->len == 0 || l->len + r->len != p.len) continue;
         l->len += r->len;
+        l->id = p.id;
         r->len = 0;
         l->next = r->next;
         if (l->next >= 0) s[l->next].prev = (int32_t)p.left;
@@ -143,7 +147,7 @@ static void encode_segment(const er_vocab *v, const uint8_t *t, size_t a, size_t
     }
 
     for (int32_t i = 0; i >= 0; i = s[i].next) {
-        uint32_t id = er_vocab_find(v, t + s[i].off, s[i].len);
+        uint32_t id = s[i].id;
         if (id != ER_VOCAB_NO_ID) {
             er_sink_push(out, id);
             *last_unk = 0;
@@ -201,7 +205,7 @@ void er_spm_encode(const er_vocab *v, const char *in, size_t len, int prefix, er
     if (v->spm_split_words) {
         /* walk character starts, as the symbols will be cut */
         size_t prev = 0;
-        for (size_t i = utf8_len(t[0]); i + 3 <= n; prev = i, i += utf8_len(t[i])) {
+        for (size_t i = er_utf8_len(t[0]); i + 3 <= n; prev = i, i += er_utf8_len(t[i])) {
             if (is_ws(t, i) && !(i - prev == 3 && is_ws(t, prev))) {
                 encode_segment(v, t, a, i, s, h, out, &last_unk);
                 a = i;

@@ -10,7 +10,7 @@
  * whitespace before / after it, which then reaches no encoder.
  *
  * Scratch bound (er_tokenize_scratch_bytes), for len bytes of text:
- *   SPM                 er_spm_scratch_bytes(len)            ~ 55*len
+ *   SPM                 er_spm_scratch_bytes(len)            ~ 83*len
  *   BPE                 er_bpe_scratch_bytes(len)            ~ 72*len
  *   BPE + NFC           3*len+8 (the NFC text: at most 3x its input, Unicode's
  *                       bound) + er_nfc_work_bytes(len) ~ 16*len

@@ -31,7 +31,8 @@ typedef struct meta {
     uint64_t n_unknown;       /* UNKNOWN tokens: SPM decodes them as " ⁇ " */
     gguf_kv strip_ids[2];     /* tokenizer.ggml.lstrip_token_ids / rstrip_token_ids */
     bool has_strip[2];
-    uint32_t piece_cap, merge_cap;
+    uint64_t n_splits;        /* SPM: character boundaries inside tokens (pair table entries at most) */
+    uint32_t piece_cap, merge_cap, pair_cap;
 } meta;
 
 static uint32_t pow2_at_least(uint64_t n) {
@@ -105,6 +106,9 @@ static int read_meta(const gguf_file *f, meta *m) {
     for (uint64_t i = 0; i < m->n; i++) {
         er_str s = gguf_arr_next_str(&cur);
         m->text_bytes += s.len;
+        if (m->kind == ER_VOCAB_SPM) /* an all-space token stored as "▁"s keeps its character count */
+            for (uint64_t k = s.len ? er_utf8_len((uint8_t)s.ptr[0]) : 0; k < s.len; k += er_utf8_len((uint8_t)s.ptr[k]))
+                m->n_splits++;
     }
     if (m->text_bytes + m->n + 8 > 0xFFFFFFF0ull)
         return er_fail(ER_EUNSUPPORTED, "token texts total %llu bytes; at most 4 GiB is supported",
@@ -202,6 +206,7 @@ static int read_meta(const gguf_file *f, meta *m) {
         m->has_strip[k] = true;
     }
     m->piece_cap = pow2_at_least(2 * m->n);
+    if (m->kind == ER_VOCAB_SPM) m->pair_cap = pow2_at_least(m->n_splits + m->n_splits / 3 + 1);
     return ER_OK;
 }
 
@@ -214,7 +219,10 @@ static size_t plan_bytes(const meta *m) {
     b += er_align_up(4 * (size_t)(m->n + 1));                   /* dec_off */
     b += er_align_up((size_t)m->n);                             /* type */
     b += er_align_up((size_t)m->n);                             /* whole */
-    if (m->kind == ER_VOCAB_SPM) b += er_align_up(4 * (size_t)m->n); /* score */
+    if (m->kind == ER_VOCAB_SPM) {
+        b += er_align_up(4 * (size_t)m->n);                     /* score */
+        b += er_align_up(sizeof(er_spm_pair) * (size_t)m->pair_cap);
+    }
     b += er_align_up(4 * (size_t)m->piece_cap);
     if (m->kind == ER_VOCAB_BPE) {
         b += er_align_up(sizeof(er_merge) * (size_t)m->merge_cap);
@@ -347,6 +355,55 @@ static int insert_piece(er_vocab *v, uint32_t *tab, uint32_t id) {
     }
 }
 
+/* Counts the splits of pieces at a character boundary into two pieces and,
+ * when tab is not NULL, enters each in it. */
+static uint32_t spm_splits(er_vocab *v, er_spm_pair *tab) {
+    uint32_t count = 0;
+    for (uint32_t id = 0; id < v->n_tokens; id++) {
+        if (!hashed(v->kind, v->type[id])) continue;
+        size_t n;
+        const uint8_t *k = key_of(v, id, &n);
+        for (size_t c = n ? er_utf8_len(k[0]) : 0; c < n; c += er_utf8_len(k[c])) {
+            uint32_t l = er_vocab_find(v, k, c), r = er_vocab_find(v, k + c, n - c);
+            if (l == ER_VOCAB_NO_ID || r == ER_VOCAB_NO_ID) continue;
+            count++;
+            if (!tab) continue;
+            uint32_t i = er_hash_spm_pair(l, r, v->pair_shift);
+            while (tab[i].left != ER_VOCAB_NO_ID) i = (i + 1) & v->pair_mask;
+            tab[i].left = l;
+            tab[i].right = r;
+            tab[i].result = id;
+        }
+    }
+    return count;
+}
+
+/* Fills the SPM pair table: each piece split at each character boundary
+ * into two pieces. The text's symbols are cut at the same boundaries and
+ * every merged symbol is a piece, so two adjacent symbols whose ids are
+ * known join into a piece exactly when this table has their pair; keys
+ * are unique (duplicates were refused), so no pair is entered twice.
+ * read_meta sized the region for every character boundary; the table
+ * takes only what the pairs that exist need (about half of it for
+ * Llama 2), because the encoder's time goes into cache misses on it. */
+static void build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t planned_cap) {
+    uint32_t n = spm_splits(v, NULL);
+    uint32_t cap = pow2_at_least((uint64_t)n + n / 3 + 1);
+    if (cap > planned_cap) cap = planned_cap; /* not reached: n <= the boundaries counted */
+    memset(tab, 0xFF, sizeof(er_spm_pair) * (size_t)cap);
+    v->pair_tab = tab;
+    v->pair_mask = cap - 1;
+    v->pair_shift = 64;
+    for (uint32_t c = cap; c > 1; c >>= 1) v->pair_shift--;
+    for (int c = 0; c < 128; c++) {
+        uint8_t b = (uint8_t)c;
+        v->spm_ascii[c] = er_vocab_find(v, &b, 1);
+    }
+    static const uint8_t ws[3] = {0xE2, 0x96, 0x81};
+    v->spm_ws = er_vocab_find(v, ws, 3);
+    spm_splits(v, tab);
+}
+
 /* Special tokens sort by first byte, then longest first, so the first match
  * at a position is the longest (Hugging Face's leftmost-longest rule). */
 static bool special_before(const er_vocab *v, uint32_t a, uint32_t b) {
@@ -476,12 +533,13 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
     uint8_t *type = take(a, (size_t)m.n);
     uint8_t *whole = take(a, (size_t)m.n);
     float *score = m.kind == ER_VOCAB_SPM ? take(a, 4 * (size_t)m.n) : NULL;
+    er_spm_pair *pair_tab = m.kind == ER_VOCAB_SPM ? take(a, sizeof(er_spm_pair) * (size_t)m.pair_cap) : NULL;
     uint32_t *piece_tab = take(a, 4 * (size_t)m.piece_cap);
     er_merge *merge_tab = m.kind == ER_VOCAB_BPE ? take(a, sizeof(er_merge) * (size_t)m.merge_cap) : NULL;
     uint8_t *mbuf = m.kind == ER_VOCAB_BPE ? take(a, (size_t)m.max_merge + 1) : NULL;
     uint32_t *special = take(a, 4 * (size_t)(m.n_special + 1));
     uint8_t *strip = (m.has_strip[0] || m.has_strip[1]) ? take(a, (size_t)m.n) : NULL;
-    if (!v || !text || !text_off || !dec || !dec_off || !type || !whole || (m.kind == ER_VOCAB_SPM && !score) || !piece_tab ||
+    if (!v || !text || !text_off || !dec || !dec_off || !type || !whole || (m.kind == ER_VOCAB_SPM && (!score || !pair_tab)) || !piece_tab ||
         (m.kind == ER_VOCAB_BPE && (!merge_tab || !mbuf)) || !special ||
         ((m.has_strip[0] || m.has_strip[1]) && !strip))
         return er_fail(ER_ENOMEM_ARENA, "tokenizer section is smaller than er_vocab_plan said");
@@ -592,6 +650,8 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         }
         if ((rc = insert_piece(v, piece_tab, i))) return rc;
     }
+
+    if (m.kind == ER_VOCAB_SPM) build_spm_pairs(v, pair_tab, m.pair_cap);
 
     if (m.kind == ER_VOCAB_SPM) {
         v->spm_split_words = 1;

@@ -34,6 +34,11 @@ typedef struct er_merge {
     uint32_t left, right, rank, result;
 } er_merge;
 
+/* One SPM id pair: the piece whose text is left's text followed by right's. */
+typedef struct er_spm_pair {
+    uint32_t left, right, result;
+} er_spm_pair;
+
 struct er_vocab {
     int kind;                   /* ER_VOCAB_SPM / ER_VOCAB_BPE */
     int pre;                    /* enum er_pre */
@@ -73,6 +78,18 @@ struct er_vocab {
     const er_merge *merge_tab;
     uint32_t merge_mask;
     uint32_t n_merges;
+
+    /* SPM pair table (empty slots have left == ER_VOCAB_NO_ID): every split
+     * of a piece at a character boundary into two pieces. Once the encoder's
+     * symbols are pieces, a merge is one look-up of two ids instead of
+     * hashing and comparing their bytes. */
+    const er_spm_pair *pair_tab;
+    uint32_t pair_mask;
+    unsigned pair_shift;        /* 64 - log2(pair_mask + 1) */
+    /* SPM: the piece of each ASCII character and of "▁" (ER_VOCAB_NO_ID when
+     * none), so that cutting a text into symbols mostly skips the hash. */
+    uint32_t spm_ascii[128];
+    uint32_t spm_ws;
 
     /* Token for each byte value: BPE the GPT-2-mapped single byte, SPM "<0xXX>";
      * ER_VOCAB_NO_ID when the vocabulary has none. */
@@ -122,6 +139,13 @@ static inline uint32_t er_hash_pair(uint32_t l, uint32_t r) {
     return (uint32_t)x;
 }
 
+/* The SPM pair table's slot: one multiply, on the encoder's hottest path
+ * (Fibonacci hashing: the product's top bits depend on every bit of both
+ * ids; shift = 64 - log2 of the table size). */
+static inline uint32_t er_hash_spm_pair(uint32_t l, uint32_t r, unsigned shift) {
+    return (uint32_t)(((((uint64_t)l << 32) | r) * 0x9E3779B97F4A7C15ull) >> shift);
+}
+
 /* Looks up the piece a[0..na) ++ b[0..nb) in the piece table (keys: `keys`
  * + off[id], as laid out for the vocab's kind). Returns the id or ER_VOCAB_NO_ID. */
 uint32_t er_vocab_find2(const er_vocab *v, const uint8_t *a, size_t na, const uint8_t *b, size_t nb);
@@ -139,6 +163,25 @@ static inline const er_merge *er_vocab_merge(const er_vocab *v, uint32_t l, uint
         if (m->left == l && m->right == r) return m;
         i = (i + 1) & v->merge_mask;
     }
+}
+
+/* SPM pair look-up: the piece that is (left, right) concatenated, or ER_VOCAB_NO_ID. */
+static inline uint32_t er_vocab_spm_pair(const er_vocab *v, uint32_t l, uint32_t r) {
+    uint32_t i = er_hash_spm_pair(l, r, v->pair_shift);
+    for (;;) {
+        const er_spm_pair *p = &v->pair_tab[i];
+        if (p->left == l && p->right == r) return p->result;
+        if (p->left == ER_VOCAB_NO_ID) return ER_VOCAB_NO_ID;
+        i = (i + 1) & v->pair_mask;
+    }
+}
+
+/* Bytes of a UTF-8 character from its first byte, llama.cpp's table: a
+ * stray continuation byte is a character of its own. The SPM encoder cuts
+ * its symbols so, and the pair table splits pieces so: both must agree. */
+static inline uint32_t er_utf8_len(uint8_t c) {
+    static const uint8_t lut[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lut[c >> 4];
 }
 
 /* Where encoders put ids: counts past `cap` without writing, so the caller
