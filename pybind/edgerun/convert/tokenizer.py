@@ -11,14 +11,22 @@ Two sources, tried in this order:
     file normalizes, and ``ignore_merges`` as the model says;
   - ``tokenizer.model`` (a SentencePiece BPE model, read directly from its
     protobuf) -> ``tokenizer.ggml.model = "llama"`` with scores, piece types,
-    ``add_space_prefix`` and ``remove_extra_whitespaces`` from its normalizer.
+    ``add_space_prefix`` and ``remove_extra_whitespaces`` from its normalizer;
+    the table has config.json's vocab_size rows and the folder's added tokens
+    (added_tokens.json, added_tokens_decoder) as llama.cpp's converter lays
+    them out.
+
+Both write ``tokenizer.ggml.lstrip_token_ids`` / ``rstrip_token_ids`` (the
+added tokens' AddedToken strip flags) when any token strips, and
+``add_tokenizer`` adds ``tokenizer.chat_template`` (chat_template_kv).
 
 Besides llama.cpp's keys we write ``tokenizer.ggml.normalizer`` ("none"/"nfc"),
 ``tokenizer.ggml.ignore_merges`` and ``tokenizer.ggml.remove_extra_whitespaces``
-so that the runtime reproduces Hugging Face / sentencepiece exactly; readers
-that do not know them ignore them. Anything we cannot reproduce exactly
-(Unigram models, other normalizers, unknown pre-tokenizer regexes) is refused
-with an error saying what it was, rather than converted approximately.
+(and the strip id lists) so that the runtime reproduces Hugging Face /
+sentencepiece exactly; readers that do not know them ignore them. Anything we
+cannot reproduce exactly (Unigram models, other normalizers, unknown
+pre-tokenizer regexes, single_word added tokens) is refused with an error
+saying what it was, rather than converted approximately.
 """
 from __future__ import annotations
 
