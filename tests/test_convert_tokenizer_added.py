@@ -18,8 +18,8 @@ from edgerun import Tokenizer  # noqa: E402
 from edgerun.convert import ConvertError  # noqa: E402
 from edgerun.convert.tokenizer import tokenizer_kv, write_vocab_gguf  # noqa: E402
 
-from test_tokenizer_families import (GGUF_CONTROL, GGUF_NORMAL, GGUF_UNUSED, GGUF_USER_DEFINED, GEMMA_TEXTS, HF,  # noqa: E402
-                                     STRIP_TEXTS, TfRef, texts, train_gemma_like)
+from test_tokenizer_families import (GEMMA_TEXTS, GGUF_CONTROL, GGUF_NORMAL, GGUF_UNUSED,  # noqa: E402
+                                     GGUF_USER_DEFINED, HF, STRIP_TEXTS, TfRef, texts, train_gemma_like)
 from test_tokenizer_hf import HFRef  # noqa: E402
 
 STRIPPED = ("<|user|>", "<|end|>", "<|assistant|>", "<|lft|>", "<|both|>", "<|sep|>")
@@ -48,7 +48,8 @@ def stripping(tmp_path_factory):
     root = tmp_path_factory.mktemp("conv-strip")
     tok = _qwen3_with(root / "hf", [
         AddedToken("<|user|>", rstrip=True, normalized=False), AddedToken("<|end|>", rstrip=True, normalized=False),
-        AddedToken("<|assistant|>", rstrip=True, normalized=False), AddedToken("<|lft|>", lstrip=True, normalized=False),
+        AddedToken("<|assistant|>", rstrip=True, normalized=False),
+        AddedToken("<|lft|>", lstrip=True, normalized=False),
         AddedToken("<|both|>", lstrip=True, rstrip=True, normalized=False)],
         [AddedToken("<|sep|>", rstrip=True, normalized=False, special=False)])
     kv = {k: v for k, v, _ in tokenizer_kv(root / "hf")}

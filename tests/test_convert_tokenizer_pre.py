@@ -17,7 +17,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from edgerun import Tokenizer  # noqa: E402
-from edgerun.convert.tokenizer import TokenizerConversionError, identify_pre, tokenizer_kv, write_vocab_gguf  # noqa: E402
+from edgerun.convert.tokenizer import (TokenizerConversionError, identify_pre, tokenizer_kv,  # noqa: E402
+                                       write_vocab_gguf)
 
 from test_pretokenize import GPT4O_RE, QWEN2_RE, QWEN35_RE  # noqa: E402
 from test_tokenizer_families import HF, _split_then_bytes, texts  # noqa: E402
