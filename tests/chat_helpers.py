@@ -1,8 +1,9 @@
 """A tiny chat model for the chat tests: a Qwen2-shaped model trained here, in
 seconds, to answer a handful of messages by heart in ChatML, so that its
 replies (and the <|im_end|> that ends them) are known; converted with our
-converter and given a `tokenizer.chat_template` key by gguf-py's own
-gguf_new_metadata script, as a published GGUF carries one.
+converter, which writes tokenizer_config.json's chat template into the file
+as `tokenizer.chat_template`; chat-plain.gguf is the same file without that key
+(removed by gguf-py's own gguf_new_metadata script).
 """
 import json
 import subprocess
@@ -84,12 +85,12 @@ def build_chat_model(root, steps=STEPS):
         torch.set_num_threads(threads)
     model.eval()
     model.save_pretrained(str(hf))
-    plain = root / "chat-plain.gguf"
-    convert(hf, plain, "f32", quiet=True)
-    (root / "chatml.jinja").write_text(CHATML)
     out = root / "chat.gguf"
-    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(plain), str(out),
-                    "--chat-template-file", str(root / "chatml.jinja"), "--force"],
+    convert(hf, out, "f32", quiet=True)        # the template from tokenizer_config.json
+    (root / "chatml.jinja").write_text(CHATML)
+    plain = root / "chat-plain.gguf"
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(out), str(plain),
+                    "--remove-metadata", "tokenizer.chat_template", "--force"],
                    check=True, capture_output=True)
     return out, float(loss.detach()) if steps else None
 

@@ -11,7 +11,8 @@ Deliberate differences from llama.cpp's files, each checked exactly:
   - tokenizer keys llama.cpp leaves out and its runtime then defaults: we write
     the default explicitly (SentencePiece: add_bos_token true, add_eos_token
     false, add_space_prefix true, bos 1, eos 2, unk 0), plus our own keys
-    normalizer, ignore_merges and remove_extra_whitespaces;
+    normalizer, ignore_merges, remove_extra_whitespaces and the added tokens'
+    lstrip_token_ids / rstrip_token_ids;
   - gemma3's norm weights: the file stores 1 + w. llama.cpp adds the 1 in the
     checkpoint's float16, rounding to 2^-11; we add it in float32, which is what
     transformers computes in float32 (so our file needs no correction in the
@@ -36,7 +37,10 @@ N_TOKENS = 40                       # > 2 x gemma3's sliding window of 16
 TOL = 1e-4
 
 NAMING = {"general.name", "general.type", "general.size_label"}
-OURS_ONLY = {"tokenizer.ggml.normalizer", "tokenizer.ggml.ignore_merges", "tokenizer.ggml.remove_extra_whitespaces"}
+# lstrip/rstrip_token_ids: added tokens' AddedToken strip flags, which llama.cpp's
+# GGUF files have no key for (its runtime sets them for a few models by token text)
+OURS_ONLY = {"tokenizer.ggml.normalizer", "tokenizer.ggml.ignore_merges", "tokenizer.ggml.remove_extra_whitespaces",
+             "tokenizer.ggml.lstrip_token_ids", "tokenizer.ggml.rstrip_token_ids"}
 # what llama.cpp assumes for a SentencePiece ("llama") vocabulary whose file omits the key
 SPM_DEFAULTS = {"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": False,
                 "tokenizer.ggml.add_space_prefix": True, "tokenizer.ggml.bos_token_id": 1,

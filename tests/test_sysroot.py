@@ -190,7 +190,8 @@ def test_assemble_real_sysroot_runs_numpy_and_cffi_under_qemu(tmp_path):
     # Nothing on the host changed: no foreign architecture, the same dpkg database.
     assert _dpkg_state() == before
     r = subprocess.run(["qemu-aarch64", "-L", str(root), str(sr.python_path(root)), "-c",
-                        "import platform, numpy, cffi, _cffi_backend; "
+                        "import platform, numpy, cffi, _cffi_backend, jinja2, markupsafe._speedups; "
+                        "assert jinja2.Template('{{ x }}!').render(x='<a>') == '<a>!'; "
                         "print(platform.machine(), numpy.arange(4).dot(numpy.arange(4)), cffi.__version__)"],
                        capture_output=True, text=True, timeout=300, env={"PATH": os.environ["PATH"]})
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""`edgerun sysroot --board B`: an aarch64 Python 3 with cffi, numpy and rich in build/sysroot/<arch>/.
+"""`edgerun sysroot --board B`: an aarch64 Python 3 with cffi, numpy, rich and jinja2 in build/sysroot/<arch>/.
 
 On-device control scripts (examples/device/) must run on the board's own
 Python, not the host's: under qemu-user that needs the board's interpreter, C
@@ -8,7 +8,8 @@ This module assembles that folder from two sources:
   * Debian's packages for the board's architecture (python3.X, its standard
     library, libc6, libstdc++6 and everything they depend on), fetched with
     `apt-get download` and unpacked with `dpkg -x`;
-  * the aarch64 wheels of cffi, numpy and rich from PyPI (`pip download --platform`),
+  * the aarch64 wheels of cffi, numpy, rich, jinja2 and markupsafe from PyPI
+    (`pip download --platform`),
     unpacked into usr/lib/python3/dist-packages, where Debian's Python looks.
 
 Nothing on the host changes: apt runs with a private state folder, source list
@@ -43,7 +44,10 @@ ARCHES = {
 # The Python packages the control scripts need on the device (and what pip
 # pulls in with them: pycparser for cffi; markdown-it-py, mdurl and pygments
 # for rich, which edgerun.console draws progress and tables with on a terminal).
-WHEELS = ("cffi", "numpy", "rich")
+# jinja2 renders chat templates (edgerun.chat, `edgerun chat` on the board);
+# markupsafe is its dependency, named so that its compiled speedups are
+# fetched for the board's CPython rather than left to pip's resolution.
+WHEELS = ("cffi", "numpy", "rich", "jinja2", "markupsafe")
 
 # libstdc++6: numpy's C++ extension modules link against it.
 BASE_PACKAGES = ("libc6", "libstdc++6")

@@ -1,4 +1,4 @@
-"""`edgerun sysroot --board B`: assemble the board's Python (aarch64 python3 with cffi, numpy and rich)
+"""`edgerun sysroot --board B`: assemble the board's Python (aarch64 python3 with cffi, numpy, rich and jinja2)
 in build/sysroot/<arch>/ from Debian's packages and PyPI wheels, changing nothing on the host."""
 import json
 

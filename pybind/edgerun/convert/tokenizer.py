@@ -11,14 +11,22 @@ Two sources, tried in this order:
     file normalizes, and ``ignore_merges`` as the model says;
   - ``tokenizer.model`` (a SentencePiece BPE model, read directly from its
     protobuf) -> ``tokenizer.ggml.model = "llama"`` with scores, piece types,
-    ``add_space_prefix`` and ``remove_extra_whitespaces`` from its normalizer.
+    ``add_space_prefix`` and ``remove_extra_whitespaces`` from its normalizer;
+    the table has config.json's vocab_size rows and the folder's added tokens
+    (added_tokens.json, added_tokens_decoder) as llama.cpp's converter lays
+    them out.
+
+Both write ``tokenizer.ggml.lstrip_token_ids`` / ``rstrip_token_ids`` (the
+added tokens' AddedToken strip flags) when any token strips, and
+``add_tokenizer`` adds ``tokenizer.chat_template`` (chat_template_kv).
 
 Besides llama.cpp's keys we write ``tokenizer.ggml.normalizer`` ("none"/"nfc"),
 ``tokenizer.ggml.ignore_merges`` and ``tokenizer.ggml.remove_extra_whitespaces``
-so that the runtime reproduces Hugging Face / sentencepiece exactly; readers
-that do not know them ignore them. Anything we cannot reproduce exactly
-(Unigram models, other normalizers, unknown pre-tokenizer regexes) is refused
-with an error saying what it was, rather than converted approximately.
+(and the strip id lists) so that the runtime reproduces Hugging Face /
+sentencepiece exactly; readers that do not know them ignore them. Anything we
+cannot reproduce exactly (Unigram models, other normalizers, unknown
+pre-tokenizer regexes, single_word added tokens) is refused with an error
+saying what it was, rather than converted approximately.
 """
 from __future__ import annotations
 
@@ -27,11 +35,13 @@ import pathlib
 
 from gguf import GGUFValueType as T
 
+from .hf import ConvertError
+
 # GGUF token types (llama.cpp numbering).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
 
-class TokenizerConversionError(ValueError):
+class TokenizerConversionError(ConvertError, ValueError):
     """The folder's tokenizer cannot be converted exactly."""
 
 
@@ -45,6 +55,15 @@ QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
 # Llama 3's regex as some exports spell it (without the inline case flag).
 LLAMA3_RE_CASED = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|"
                    r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen3.5: letters take their combining marks (\p{M}) along; digits one by one.
+QWEN35_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"
+             r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# OpenAI's o200k split (Phi-4-mini's tokenizer.json): case-aware words with a
+# trailing contraction, digits in threes, '/' kept with punctuation runs.
+GPT4O_RE = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+            r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}|"
+            r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 DS_CODER = ["[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", r"\p{N}"]
 
 # A pre_tokenizer is reduced to a tuple of stages (see _stages); each known
@@ -55,6 +74,8 @@ PRE_TOKENIZERS = {
     (("split", LLAMA3_RE), ("bytelevel", False)): "llama-bpe",
     (("split", LLAMA3_RE_CASED), ("bytelevel", False)): "llama-bpe",
     (("split", QWEN2_RE), ("bytelevel", False)): "qwen2",
+    (("split", QWEN35_RE), ("bytelevel", False)): "qwen35",
+    (("split", GPT4O_RE), ("bytelevel", False)): "gpt-4o",
     (("digits", True), ("bytelevel", True)): "starcoder",
     tuple(("split", r) for r in DS_CODER) + (("bytelevel", False),): "deepseek-coder",
 }
@@ -147,6 +168,30 @@ def _template_specials(post):
     return add_bos, add_eos, sid(single[0]) if add_bos else None, sid(single[-1]) if add_eos else None
 
 
+def _strip_kv(added):
+    """lstrip/rstrip_token_ids from added tokens' AddedToken flags (Phi-3's chat
+    tokens eat the whitespace after them); without these keys the runtime would
+    keep that whitespace and tokenize differently from Hugging Face. Keys are
+    left out when no token strips, so files stay as llama.cpp's otherwise.
+    `added`: [(id, AddedToken dict)]."""
+    lstrip, rstrip = [], []
+    for i, a in added:
+        if a.get("single_word"):
+            raise TokenizerConversionError(
+                f"added token {a.get('content')!r} (id {i}) has single_word=true, which the edgerun "
+                "tokenizer does not implement (it would match inside words where Hugging Face does not)")
+        if a.get("lstrip"):
+            lstrip.append(int(i))
+        if a.get("rstrip"):
+            rstrip.append(int(i))
+    kv = []
+    if lstrip:
+        kv.append(("tokenizer.ggml.lstrip_token_ids", sorted(set(lstrip)), T.ARRAY))
+    if rstrip:
+        kv.append(("tokenizer.ggml.rstrip_token_ids", sorted(set(rstrip)), T.ARRAY))
+    return kv
+
+
 def _bpe_kv(hf_dir, tj):
     model = tj["model"]
     if model.get("type") != "BPE":
@@ -202,7 +247,7 @@ def _bpe_kv(hf_dir, tj):
         ("tokenizer.ggml.add_bos_token", add_bos, T.BOOL),
         ("tokenizer.ggml.add_eos_token", add_eos, T.BOOL),
     ]
-    return kv + _id_kv(ids)
+    return kv + _strip_kv([(a["id"], a) for a in added]) + _id_kv(ids)
 
 
 def _id_kv(ids):
@@ -281,7 +326,39 @@ def read_sentencepiece(path: pathlib.Path) -> dict:
     }
 
 
-def _spm_kv(hf_dir):
+def _looks_special(text):
+    """Added tokens llama.cpp types CONTROL although the folder does not call
+    them special (Gemma's <mask>/<unusedN>, <|...|> chat markers)."""
+    return (text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]")
+            or (text.startswith("<|") and text.endswith("|>"))
+            or (text.startswith("<\uff5c") and text.endswith("\uff5c>"))
+            or (text.startswith("<unused") and text.endswith(">")))
+
+
+def _spm_added(hf_dir):
+    """The folder's added tokens over a SentencePiece model, in llama.cpp's order
+    of authority: added_tokens.json ({content: id}, user-defined), then
+    tokenizer_config.json's added_tokens_decoder ({id: AddedToken}); that one
+    absent, tokenizer.json's added_tokens (the same records, a list).
+    Returns [(id, AddedToken dict, from_added_tokens_json)]."""
+    out = []
+    p = hf_dir / "added_tokens.json"
+    if p.exists():
+        for content, i in json.loads(p.read_text(encoding="utf-8")).items():
+            out.append((int(i), {"content": content}, True))
+    decoder = None
+    p = hf_dir / "tokenizer_config.json"
+    if p.exists():
+        decoder = json.loads(p.read_text(encoding="utf-8")).get("added_tokens_decoder")
+    if decoder is not None:
+        out += [(int(i), a, False) for i, a in decoder.items()]
+    elif (hf_dir / "tokenizer.json").exists():
+        tj = json.loads((hf_dir / "tokenizer.json").read_text(encoding="utf-8"))
+        out += [(int(a["id"]), a, False) for a in tj.get("added_tokens", [])]
+    return out
+
+
+def _spm_kv(hf_dir, config=None):
     sp = read_sentencepiece(hf_dir / "tokenizer.model")
     if sp["model_type"] != 2:
         raise TokenizerConversionError("tokenizer.model is a Unigram SentencePiece model; edgerun runs BPE ones")
@@ -294,30 +371,115 @@ def _spm_kv(hf_dir):
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
         add_bos = bool(cfg.get("add_bos_token", add_bos))
         add_eos = bool(cfg.get("add_eos_token", add_eos))
+    # The embedding has config.json's vocab_size rows, often more than the
+    # SentencePiece model's pieces (Phi-3-mini: 32000 pieces, 32064 rows, its
+    # chat tokens at 32000+). As llama.cpp does, the table gets one entry per
+    # row: pieces past it are dropped, rows past the pieces are "[PADi]" UNUSED
+    # placeholders (score -10000) unless an added token claims them.
+    vocab_size = (config or {}).get("vocab_size")
+    if not isinstance(vocab_size, int) or vocab_size <= 0:
+        vocab_size = len(sp["pieces"])
+    tokens = [f"[PAD{i}]" for i in range(vocab_size)]
+    scores = [-10000.0] * vocab_size
+    types = [UNUSED] * vocab_size
+    for i, p in enumerate(sp["pieces"][:vocab_size]):
+        tokens[i], scores[i], types[i] = p["piece"], float(p["score"]), int(p["type"])
+    # Added tokens override the model's pieces. Special ones are CONTROL: Gemma's
+    # <start_of_turn>/<end_of_turn> are user-defined pieces in tokenizer.model;
+    # left so, they would be matched without parse_special and <end_of_turn>
+    # would not end generation. Non-special ones stay USER_DEFINED with "▁"
+    # written as the space it stands for, as llama.cpp writes them.
+    added = [(i, a, j) for i, a, j in _spm_added(hf_dir) if 0 <= i < vocab_size]
+    for i, a, from_json in added:
+        text = a["content"]
+        if from_json:
+            types[i] = USER_DEFINED
+        elif a.get("special") or _looks_special(text):
+            types[i] = CONTROL
+        else:
+            text = text.replace("\u2581", " ")
+            types[i] = USER_DEFINED
+        tokens[i], scores[i] = text, -1000.0
     ids = {k: sp[f"{k}_id"] for k in ("bos", "eos", "unk", "pad")}
-    ids = {k: v for k, v in ids.items() if 0 <= v < len(sp["pieces"])}
+    ids = {k: v for k, v in ids.items() if 0 <= v < vocab_size}
     return [
         ("tokenizer.ggml.model", "llama", T.STRING),
         ("tokenizer.ggml.pre", "default", T.STRING),
-        ("tokenizer.ggml.tokens", [p["piece"] for p in sp["pieces"]], T.ARRAY),
-        ("tokenizer.ggml.scores", [float(p["score"]) for p in sp["pieces"]], T.ARRAY),
-        ("tokenizer.ggml.token_type", [int(p["type"]) for p in sp["pieces"]], T.ARRAY),
+        ("tokenizer.ggml.tokens", tokens, T.ARRAY),
+        ("tokenizer.ggml.scores", scores, T.ARRAY),
+        ("tokenizer.ggml.token_type", types, T.ARRAY),
         ("tokenizer.ggml.add_bos_token", add_bos, T.BOOL),
         ("tokenizer.ggml.add_eos_token", add_eos, T.BOOL),
         ("tokenizer.ggml.add_space_prefix", sp["add_dummy_prefix"], T.BOOL),
         ("tokenizer.ggml.remove_extra_whitespaces", sp["remove_extra_whitespaces"], T.BOOL),
-    ] + _id_kv(ids)
+    ] + _strip_kv([(i, a) for i, a, j in added if not j]) + _id_kv(ids)
+
+
+# ---------------------------------------------------------------- chat template
+
+
+def _template_name(name):
+    # llama.cpp keeps key names to [A-Za-z0-9_]
+    return "".join(c if c.isascii() and c.isalnum() else "_" for c in name)
+
+
+def chat_template_kv(hf_dir) -> list:
+    """``tokenizer.chat_template`` (and named templates) as llama.cpp's
+    converter writes them, so `edgerun chat` finds the model's template in the
+    file. Sources: tokenizer_config.json's ``chat_template``, else
+    chat_template.jinja (with additional_chat_templates/*.jinja as named ones),
+    else chat_template.json. A list of {name, template} gives
+    ``tokenizer.chat_template`` (the one named "default") plus
+    ``tokenizer.chat_template.<name>`` and the list of names in
+    ``tokenizer.chat_templates``."""
+    hf_dir = pathlib.Path(hf_dir)
+    alt = None
+    jinja, js = hf_dir / "chat_template.jinja", hf_dir / "chat_template.json"
+    if jinja.is_file():
+        alt = jinja.read_text(encoding="utf-8")
+        extra = sorted((hf_dir / "additional_chat_templates").glob("*.jinja"))
+        if extra:
+            alt = [{"name": "default", "template": alt}] + [
+                {"name": p.stem, "template": p.read_text(encoding="utf-8")} for p in extra]
+    elif js.is_file():
+        alt = json.loads(js.read_text(encoding="utf-8")).get("chat_template")
+    cfg_path = hf_dir / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
+    tmpl = cfg.get("chat_template", alt)
+    if tmpl is None:
+        return []
+    if isinstance(tmpl, str):
+        return [("tokenizer.chat_template", tmpl, T.STRING)]
+    if not isinstance(tmpl, list) or not all(isinstance(c, dict) for c in tmpl):
+        raise TokenizerConversionError(f"{cfg_path}: chat_template is a {type(tmpl).__name__}, "
+                                       "neither a string nor a list of {name, template}")
+    default, named = None, {}
+    for choice in tmpl:
+        name, text = _template_name(choice.get("name", "")), choice.get("template")
+        if not name or not isinstance(text, str):
+            continue
+        if name == "default":
+            default = text
+        else:
+            named[name] = text
+    kv = [(f"tokenizer.chat_template.{n}", t, T.STRING) for n, t in named.items()]
+    if named:
+        kv.append(("tokenizer.chat_templates", list(named), T.ARRAY))
+    if default is not None:
+        kv.append(("tokenizer.chat_template", default, T.STRING))
+    return kv
 
 
 # ---------------------------------------------------------------- entry points
 
 
-def tokenizer_kv(hf_dir) -> list:
+def tokenizer_kv(hf_dir, config: dict | None = None) -> list:
     """[(key, value, GGUFValueType)] describing the folder's tokenizer.
 
     A byte-level BPE tokenizer.json wins; otherwise tokenizer.model. Raises
     TokenizerConversionError for tokenizers the runtime cannot reproduce, and
-    FileNotFoundError when the folder has neither file.
+    FileNotFoundError when the folder has neither file. `config` (config.json)
+    gives a SentencePiece vocabulary its size (vocab_size rows).
     """
     hf_dir = pathlib.Path(hf_dir)
     tj_path, sp_path = hf_dir / "tokenizer.json", hf_dir / "tokenizer.model"
@@ -327,7 +489,7 @@ def tokenizer_kv(hf_dir) -> list:
         if is_bpe_bytelevel or not sp_path.exists():
             return _bpe_kv(hf_dir, tj)
     if sp_path.exists():
-        return _spm_kv(hf_dir)
+        return _spm_kv(hf_dir, config)
     raise FileNotFoundError(f"{hf_dir} has neither tokenizer.json nor tokenizer.model")
 
 
@@ -336,9 +498,10 @@ def add_tokenizer(writer, hf_dir, config: dict | None = None, arch: str | None =
 
     `config` (the model's config.json, optional) supplies the bos/eos/padding
     ids the tokenizer files do not name, as llama.cpp's converter takes them;
-    `arch` the family's own rules (Gemma: no dummy space prefix).
+    `arch` the family's own rules (Gemma: no dummy space prefix). The chat
+    template travels with it (chat_template_kv).
     """
-    kv = _with_config_ids(tokenizer_kv(hf_dir), hf_dir, config or {})
+    kv = _with_config_ids(tokenizer_kv(hf_dir, config), hf_dir, config or {}) + chat_template_kv(hf_dir)
     if arch == "gemma3":
         # Gemma's SentencePiece models add no dummy prefix; llama.cpp writes
         # False for gemma3 whatever the model file says, and so do we
