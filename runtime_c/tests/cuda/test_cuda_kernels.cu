@@ -39,6 +39,11 @@ extern "C" {
 #include "kernels/cuda/cuda_kernels.h"
 #include "test_util.h"
 
+/* The weight types the CUDA backend lays out and computes with: F32 .. Q6_K.
+ * The later ones (Q4_1 .. Q2_K, issue 25) have no device layout yet, and
+ * er_cuda_plan refuses a file that holds them, naming the tensor. */
+enum { N_CUDA_W = ER_W_Q6_K + 1 };
+
 #define CK(call)                                                                                      \
     do {                                                                                              \
         cudaError_t e_ = (call);                                                                      \
@@ -264,7 +269,7 @@ static void test_matmul_case(int w, int n, int n_out, int m, int acc) {
 static void test_matmul() {
     const int shapes[][2] = {{768, 97}, {512, 64}, {2048, 33}, {256, 130}};
     const int ms[] = {1, 2, 7, 64};
-    for (int w = 0; w < ER_W_COUNT; w++) {
+    for (int w = 0; w < N_CUDA_W; w++) {
         for (auto &s : shapes)
             for (int m : ms)
                 test_matmul_case(w, s[0], s[1], m, 0);
@@ -289,7 +294,7 @@ static void test_matmul() {
 
 static void test_embed() {
     const int n = 512, rows = 37, m = 6;
-    for (int w = 0; w < ER_W_COUNT; w++) {
+    for (int w = 0; w < N_CUDA_W; w++) {
         std::vector<uint8_t> raw;
         uint8_t *dt = make_weights(w, n, rows, raw);
         const int32_t ids[m] = {0, 36, 5, 5, -1, 17};

@@ -19,6 +19,11 @@
 #include "kernels/kernels.h"
 #include "test_util.h"
 
+/* The weight types the CUDA backend lays out and computes with: F32 .. Q6_K.
+ * The later ones (Q4_1 .. Q2_K, issue 25) have no device layout yet, and
+ * er_cuda_plan refuses a file that holds them, naming the tensor. */
+enum { N_CUDA_W = ER_W_Q6_K + 1 };
+
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint32_t next_u32(void) {
@@ -45,7 +50,7 @@ int main(void) {
     static unsigned char raw[MAXN * 4], dev[MAXN * 4 + 64];
     static float ref[MAXN], got[MAXN];
 
-    for (int w = 0; w < ER_W_COUNT; w++) {
+    for (int w = 0; w < N_CUDA_W; w++) {
         /* widths the type refuses */
         if (block_of(w) > 1) {
             CHECK(erk_row_bytes(w, block_of(w) + 1) == 0, "%s: width %d accepted", wname[w], block_of(w) + 1);
