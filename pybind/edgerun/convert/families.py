@@ -134,8 +134,10 @@ class Family:
         return []
 
     # ---- header
-    def header(self, w):
-        """The `<arch>.*` keys, as llama.cpp's converter writes them for the family."""
+    def common_keys(self, w):
+        """The keys the llama-like families write first, in llama.cpp's order;
+        a linear RoPE scaling with them (a family whose runtime does not apply
+        it has the key refused at open, never ignored)."""
         hp, a = self.hp, self.arch
         w.add_uint32(f"{a}.context_length", hp.n_ctx)
         w.add_uint32(f"{a}.embedding_length", hp.n_embd)
@@ -148,6 +150,11 @@ class Family:
         if self.rope["rope_type"] == "linear":
             w.add_string(f"{a}.rope.scaling.type", "linear")
             w.add_float32(f"{a}.rope.scaling.factor", float(self.rope["factor"]))
+
+    def header(self, w):
+        """The `<arch>.*` keys, as llama.cpp's converter writes them for the family."""
+        hp, a = self.hp, self.arch
+        self.common_keys(w)
         self.rope_dims(w)
         if (self.head_dim_keys == "config" and "head_dim" in self.cfg) or hp.head_dim != hp.n_embd // hp.n_head:
             w.add_uint32(f"{a}.attention.key_length", hp.head_dim)
@@ -230,14 +237,7 @@ class Qwen3(Family):
 
     def header(self, w):
         hp, a = self.hp, self.arch
-        w.add_uint32(f"{a}.context_length", hp.n_ctx)
-        w.add_uint32(f"{a}.embedding_length", hp.n_embd)
-        w.add_uint32(f"{a}.block_count", hp.n_layer)
-        w.add_uint32(f"{a}.feed_forward_length", hp.n_ff)
-        w.add_uint32(f"{a}.attention.head_count", hp.n_head)
-        w.add_uint32(f"{a}.attention.head_count_kv", hp.n_head_kv)
-        w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", hp.eps)
-        w.add_float32(f"{a}.rope.freq_base", float(self.rope["rope_theta"]))
+        self.common_keys(w)
         if "head_dim" in self.cfg or hp.head_dim != hp.n_embd // hp.n_head:
             w.add_uint32(f"{a}.attention.key_length", hp.head_dim)
             w.add_uint32(f"{a}.attention.value_length", hp.head_dim)
@@ -339,17 +339,7 @@ class Gemma3(Family):
 
     def header(self, w):
         hp, a, cfg = self.hp, self.arch, self.cfg
-        w.add_uint32(f"{a}.context_length", hp.n_ctx)
-        w.add_uint32(f"{a}.embedding_length", hp.n_embd)
-        w.add_uint32(f"{a}.block_count", hp.n_layer)
-        w.add_uint32(f"{a}.feed_forward_length", hp.n_ff)
-        w.add_uint32(f"{a}.attention.head_count", hp.n_head)
-        w.add_uint32(f"{a}.attention.head_count_kv", hp.n_head_kv)
-        w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", hp.eps)
-        w.add_float32(f"{a}.rope.freq_base", float(self.rope["rope_theta"]))
-        if self.rope["rope_type"] == "linear":
-            w.add_string(f"{a}.rope.scaling.type", "linear")
-            w.add_float32(f"{a}.rope.scaling.factor", float(self.rope["factor"]))
+        self.common_keys(w)
         if self.rope_swa is not None:
             w.add_float32(f"{a}.rope.freq_base_swa", float(self.rope_swa.get("rope_theta", 10000.0)))
         w.add_uint32(f"{a}.attention.key_length", hp.head_dim)
