@@ -174,23 +174,51 @@ PHI3_CHATS = [
 
 
 def test_phi3_chat_tokenizes_as_transformers(phi3):
-    """The added tokens split, strip and map to their ids as in transformers.
-
-    transformers is run with legacy=true: after a special token it, like
-    llama.cpp and the edgerun runtime, gives the next text its dummy-prefix
-    space. A real Phi-3's tokenizer_config.json says legacy=false, under which
-    transformers gives none there ("<|user|>\nHi": "Hi", not "▁Hi"); that is a
-    runtime difference shared with llama.cpp, not the converter's."""
-    d, _, ours = phi3
-    cfg = json.loads((d / "tokenizer_config.json").read_text(encoding="utf-8"))
-    legacy = d.parent / "hf-legacy"
-    shutil.copytree(d, legacy, dirs_exist_ok=True)
-    (legacy / "tokenizer_config.json").write_text(json.dumps(dict(cfg, legacy=True)), encoding="utf-8")
-    ref = TfRef(legacy)
+    """The added tokens split, strip and map to their ids as in transformers,
+    run on the folder as Phi-3 ships it (tokenizer_config.json: legacy=false):
+    text after a special token gets no dummy-prefix space ("<|user|>\nHi":
+    "Hi", not "▁Hi"); the converter says so with
+    edgerun.tokenizer.prepend_scheme = "first"."""
+    d, kv, ours = phi3
+    assert kv["edgerun.tokenizer.prepend_scheme"] == "first"
+    ref = TfRef(d)
+    assert ref.tf.legacy is False
     for t, i in PHI3_ADDED.items():
         assert ref.tf.convert_tokens_to_ids(t) == i
     for text in PHI3_CHATS:
         assert ours.encode(text, add_special=False, parse_special=True) == ref.encode(text, parse_special=True), text
+    # the case the key is for: "Hi" right after <|user|> (rstrip took the newline)
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=str(d / "tokenizer.model"))
+    hi = ours.encode("<|user|>\nHi", add_special=False, parse_special=True)
+    assert hi == [PHI3_ADDED["<|user|>"], sp.piece_to_id("Hi")] and sp.piece_to_id("Hi") != sp.unk_id()
+
+
+def test_phi3_legacy_true_keeps_the_prefix_after_special_tokens(phi3, tmp_path):
+    """legacy=true (and no flag, as llama.cpp's files): every piece of text
+    gets the dummy prefix, as transformers does with legacy=true; no key."""
+    d, _, _ = phi3
+    cfg = json.loads((d / "tokenizer_config.json").read_text(encoding="utf-8"))
+    legacy = tmp_path / "hf-legacy"
+    shutil.copytree(d, legacy)
+    (legacy / "tokenizer_config.json").write_text(json.dumps(dict(cfg, legacy=True)), encoding="utf-8")
+    config = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    assert "edgerun.tokenizer.prepend_scheme" not in {k for k, _, _ in tokenizer_kv(legacy, config)}
+    import gguf
+    from edgerun.convert.tokenizer import add_tokenizer
+    path = tmp_path / "legacy.gguf"
+    w = gguf.GGUFWriter(str(path), "phi3")
+    add_tokenizer(w, legacy, config, arch="phi3")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ours, ref = Tokenizer.from_file(path), TfRef(legacy)
+    for text in PHI3_CHATS:
+        assert ours.encode(text, add_special=False, parse_special=True) == ref.encode(text, parse_special=True), text
+    del cfg["legacy"]
+    (legacy / "tokenizer_config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    assert "edgerun.tokenizer.prepend_scheme" not in {k for k, _, _ in tokenizer_kv(legacy, config)}
 
 
 def test_phi3_text_tokenizes_as_sentencepiece(phi3):

@@ -159,3 +159,37 @@ def test_longrope_needs_both_factor_sets(shared_data, tmp_path):
                    add_tensors={"rope_factors_long.weight": np.ones(6, np.float32)})
     with pytest.raises(errors.CorruptModelError, match="rope_factors_short"):
         _open(path)
+
+
+# Our converter's tokenizer keys (edgerun.tokenizer.*) change the token ids:
+# an unknown one, or an unknown value, refuses the file by name.
+TOKENIZER_KEYS = [
+    ("edgerun.tokenizer.prepend_sheme", "first", "prepend_sheme"),      # a misspelt / newer key
+    ("edgerun.tokenizer.prepend_scheme", "never", "'never'"),            # a value we do not implement
+]
+
+
+@pytest.mark.parametrize("key,value,named", TOKENIZER_KEYS, ids=[k[0] + "=" + k[1] for k in TOKENIZER_KEYS])
+def test_unknown_tokenizer_key_is_refused(shared_data, tmp_path, key, value, named):
+    path = rewrite(llamacpp_file(shared_data, "phi3"), tmp_path / "t.gguf", set_keys={key: (_vt().STRING, value)})
+    with pytest.raises(errors.UnsupportedError, match=re.escape(named)):
+        _open(path)
+    with pytest.raises(errors.UnsupportedError, match=re.escape(named)):
+        edgerun.plan(str(path))
+    with pytest.raises(errors.UnsupportedError, match=re.escape(named)):
+        edgerun.Tokenizer.from_file(str(path))
+
+
+def test_known_prepend_schemes_open(shared_data, tmp_path):
+    """"always" is what a file without the key does; "first" drops the
+    prefix after a special token only."""
+    src = llamacpp_file(shared_data, "phi3")
+    tok = {s: edgerun.Tokenizer.from_file(str(rewrite(
+        src, tmp_path / f"{s}.gguf", set_keys={"edgerun.tokenizer.prepend_scheme": (_vt().STRING, s)})))
+        for s in ("always", "first")}
+    plain = edgerun.Tokenizer.from_file(str(src))
+    for text in ("Hello world", "<s>Hello world", "a</s>b"):
+        assert tok["always"].encode(text, parse_special=True) == plain.encode(text, parse_special=True)
+    assert tok["first"].encode("Hello world") == plain.encode("Hello world")
+    first, always = (tok[s].encode("<s>Hello", add_special=False, parse_special=True) for s in ("first", "always"))
+    assert first[0] == always[0] == 1 and first[1:] != always[1:]

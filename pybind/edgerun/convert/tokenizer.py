@@ -22,7 +22,9 @@ added tokens' AddedToken strip flags) when any token strips, and
 
 Besides llama.cpp's keys we write ``tokenizer.ggml.normalizer`` ("none"/"nfc"),
 ``tokenizer.ggml.ignore_merges`` and ``tokenizer.ggml.remove_extra_whitespaces``
-(and the strip id lists) so that the runtime reproduces Hugging Face /
+(and the strip id lists, and ``edgerun.tokenizer.prepend_scheme`` = "first"
+for SentencePiece folders marked ``legacy: false``, see _prepend_kv) so that
+the runtime reproduces Hugging Face /
 sentencepiece exactly; readers that do not know them ignore them. Anything we
 cannot reproduce exactly (Unigram models, other normalizers, unknown
 pre-tokenizer regexes, single_word added tokens) is refused with an error
@@ -366,6 +368,7 @@ def _spm_kv(hf_dir, config=None):
         raise TokenizerConversionError(f"SentencePiece normalizer {sp['normalizer']!r} is not supported "
                                        "(train with normalization_rule_name='identity')")
     add_bos, add_eos = True, False
+    cfg = {}
     cfg_path = hf_dir / "tokenizer_config.json"
     if cfg_path.exists():
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
@@ -412,7 +415,25 @@ def _spm_kv(hf_dir, config=None):
         ("tokenizer.ggml.add_eos_token", add_eos, T.BOOL),
         ("tokenizer.ggml.add_space_prefix", sp["add_dummy_prefix"], T.BOOL),
         ("tokenizer.ggml.remove_extra_whitespaces", sp["remove_extra_whitespaces"], T.BOOL),
-    ] + _strip_kv([(i, a) for i, a, j in added if not j]) + _id_kv(ids)
+    ] + _prepend_kv(cfg, sp) + _strip_kv([(i, a) for i, a, j in added if not j]) + _id_kv(ids)
+
+
+def _prepend_kv(cfg, sp):
+    """``edgerun.tokenizer.prepend_scheme = "first"`` when the folder's
+    tokenizer_config.json says ``legacy: false`` (Phi-3, Phi-3.5): there
+    transformers gives the dummy-prefix "▁" only to the text at the start of
+    the input, not to text after a special token ("<|user|>\\nHi" -> "Hi").
+    transformers 5 (LlamaTokenizer: Metaspace prepend_scheme "first") and
+    transformers 4's sentencepiece-backed LlamaTokenizer agree on this; the
+    flag is what they read, whatever tokenizer.json says. Without the flag,
+    or with ``legacy: true``, every piece of text gets it (sentencepiece on
+    each piece, llama.cpp, transformers 4's default) and no key is written,
+    so the file stays as llama.cpp's converter writes it. llama.cpp ignores
+    the key: run there, such a file tokenizes text after a special token
+    with the prefix."""
+    if sp["add_dummy_prefix"] and cfg.get("legacy") is False:
+        return [("edgerun.tokenizer.prepend_scheme", "first", T.STRING)]
+    return []
 
 
 # ---------------------------------------------------------------- chat template
@@ -505,7 +526,8 @@ def add_tokenizer(writer, hf_dir, config: dict | None = None, arch: str | None =
     if arch == "gemma3":
         # Gemma's SentencePiece models add no dummy prefix; llama.cpp writes
         # False for gemma3 whatever the model file says, and so do we
-        kv = [(k, False if k == "tokenizer.ggml.add_space_prefix" else v, t) for k, v, t in kv]
+        kv = [(k, False if k == "tokenizer.ggml.add_space_prefix" else v, t) for k, v, t in kv
+              if k != "edgerun.tokenizer.prepend_scheme"]  # no prefix at all: nothing to qualify
     for key, value, vtype in kv:
         if vtype == T.ARRAY:
             writer.add_array(key, value)

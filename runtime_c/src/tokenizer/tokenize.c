@@ -41,10 +41,15 @@ size_t er_tokenize_scratch_bytes(const er_vocab *v, size_t len) {
     return 64 + er_bpe_scratch_bytes(len);
 }
 
-static void encode_fragment(const er_vocab *v, const char *t, size_t n, er_idsink *out, uint8_t *scratch) {
+/* `at_start`: the fragment begins the text (offset 0). SentencePiece's dummy
+ * prefix goes on every fragment, or with prepend scheme "first" only on that
+ * one (Hugging Face's Metaspace "first" looks at the same original offset:
+ * text after a leading special token gets none). */
+static void encode_fragment(const er_vocab *v, const char *t, size_t n, int at_start, er_idsink *out,
+                            uint8_t *scratch) {
     if (n == 0) return;
     if (v->kind == ER_VOCAB_SPM) {
-        er_spm_encode(v, t, n, 1, out, scratch, er_spm_scratch_bytes(n));
+        er_spm_encode(v, t, n, at_start || !v->prefix_first, out, scratch, er_spm_scratch_bytes(n));
         return;
     }
     if (v->normalizer == ER_NORM_NFC) {
@@ -133,14 +138,14 @@ int er_tokenize(const er_vocab *v, const char *text, size_t len, int flags, int3
             }
             size_t cut = i;
             if (v->strip && (v->strip[id] & ER_STRIP_LEFT)) cut = ws_run_start(text, frag, i);
-            encode_fragment(v, text + frag, cut - frag, &out, sc);
+            encode_fragment(v, text + frag, cut - frag, frag == 0, &out, sc);
             er_sink_push(&out, id);
             i += l;
             if (v->strip && (v->strip[id] & ER_STRIP_RIGHT)) i = ws_run_end(text, i, len);
             frag = i;
         }
     }
-    encode_fragment(v, text + frag, len - frag, &out, sc);
+    encode_fragment(v, text + frag, len - frag, frag == 0, &out, sc);
 
     if (add && v->add_eos) er_sink_push(&out, (uint32_t)v->eos);
     *n_out = out.n;

@@ -21,6 +21,7 @@
 
 typedef struct meta {
     int kind, pre;
+    int prefix_first;         /* edgerun.tokenizer.prepend_scheme = "first" */
     gguf_kv tokens, types, scores, merges;
     bool has_types, has_scores;
     uint64_t n, n_merges;
@@ -79,6 +80,41 @@ static bool all_spaces(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (s[i] != ' ') return false;
     return n > 0;
+}
+
+/* Our converter's keys under "edgerun.tokenizer." change how text is
+ * tokenized, so they are an allow-list: one this runtime does not know
+ * (written by a newer converter) refuses the file rather than tokenizing
+ * differently from the tokenizer the file was converted from.
+ *
+ * edgerun.tokenizer.prepend_scheme qualifies tokenizer.ggml.add_space_prefix
+ * (SentencePiece's dummy "▁"), with Hugging Face's Metaspace names:
+ * "always" gives every piece of text between special tokens the prefix, as
+ * sentencepiece on each piece and llama.cpp do (the default: llama.cpp's
+ * files carry no such key); "first" only the piece at the start of the text,
+ * as transformers' LlamaTokenizer does when tokenizer_config.json says
+ * legacy=false (Phi-3: "<|user|>\nHi" has "Hi", not "▁Hi"). */
+static int read_edgerun_keys(const gguf_file *f, meta *m) {
+    static const char ns[] = "edgerun.tokenizer.";
+    const size_t nn = sizeof ns - 1;
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        gguf_kv kv;
+        gguf_kv_at(f, i, &kv);
+        if ((size_t)kv.key.len < nn || memcmp(kv.key.ptr, ns, nn) != 0) continue;
+        if (!er_str_eq(kv.key, "edgerun.tokenizer.prepend_scheme"))
+            return er_fail(ER_EUNSUPPORTED, "key '%.*s' is not understood by this runtime's tokenizer (it may "
+                                            "change the token ids), so the file is refused",
+                           (int)(kv.key.len > 80 ? 80 : kv.key.len), kv.key.ptr);
+    }
+    er_str s;
+    if (!gguf_find_kv(f, "edgerun.tokenizer.prepend_scheme", &(gguf_kv){0})) return ER_OK;
+    if (!gguf_get_str(f, "edgerun.tokenizer.prepend_scheme", &s))
+        return er_fail(ER_ECORRUPT, "edgerun.tokenizer.prepend_scheme is not a string");
+    if (er_str_eq(s, "first")) m->prefix_first = 1;
+    else if (!er_str_eq(s, "always"))
+        return er_fail(ER_EUNSUPPORTED, "edgerun.tokenizer.prepend_scheme '%.*s' is not supported (always, first)",
+                       (int)(s.len > 32 ? 32 : s.len), s.ptr);
+    return ER_OK;
 }
 
 static int read_meta(const gguf_file *f, meta *m) {
@@ -185,6 +221,8 @@ static int read_meta(const gguf_file *f, meta *m) {
             m->pre = p;
         }
     }
+    int rc = read_edgerun_keys(f, m);
+    if (rc) return rc;
     for (int k = 0; k < 2; k++) {
         const char *key = strip_keys[k];
         if (!gguf_find_kv(f, key, &kv)) continue;
@@ -740,6 +778,7 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
     }
 
     if ((rc = read_options(f, v))) return rc;
+    v->prefix_first = m.prefix_first;
 
     /* Last: the encoders below must see the finished tables (and no
      * whole-token shortcut while the flags are being computed). Llama 3

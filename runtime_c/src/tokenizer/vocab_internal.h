@@ -46,6 +46,8 @@ struct er_vocab {
     int ignore_merges;          /* BPE: a pre-token that is a whole token is taken as is (Llama 3) */
     int add_bos, add_eos;       /* tokenizer.ggml.add_bos_token / add_eos_token, with family defaults */
     int add_space_prefix;       /* SPM dummy prefix "▁" at the start of each text fragment */
+    int prefix_first;           /* SPM: the dummy prefix only on the fragment that starts the text
+                                 * (edgerun.tokenizer.prepend_scheme = "first") */
     int remove_extra_ws;        /* SPM: trim and collapse spaces (sentencepiece's remove_extra_whitespaces) */
     int spm_split_words;        /* SPM: no piece has "▁" after another character, so words merge apart */
     uint32_t n_tokens;
@@ -205,9 +207,10 @@ size_t er_bpe_scratch_bytes(size_t len);
 int er_bpe_is_whole(const er_vocab *v, uint32_t id);
 int er_spm_is_whole(const er_vocab *v, uint32_t id);
 
-/* Encode one fragment of text (no special tokens inside). `first` says no
- * token precedes the fragment in this call (SentencePiece's dummy prefix is
- * added to every fragment that follows a special token or starts the text). */
+/* Encode one fragment of text (no special tokens inside). SPM: `prefix`
+ * says whether this fragment may get the dummy prefix (add_space_prefix);
+ * the caller decides by the prepend scheme (every fragment, or only the one
+ * at the start of the text). */
 void er_spm_encode(const er_vocab *v, const char *text, size_t len, int prefix,
                    er_idsink *out, void *scratch, size_t scratch_bytes);
 void er_bpe_encode(const er_vocab *v, const char *text, size_t len,
