@@ -74,6 +74,9 @@ REFERENCE = {
                      f"[{DS_CJK}]+", r"\p{N}+"],
     "deepseek-coder": ["[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", f"[{DS_CJK}]+", r"\p{N}"],
     "falcon": [r"[\p{P}\$\+<=>\^~\|`]+", GPT2_RE, "[0-9][0-9][0-9]"],
+    # llama.cpp's default (LLAMA_VOCAB_PRE_TYPE_DEFAULT) for "default" or no pre key;
+    # test_tokenizer_default_pre.py checks the ids against llama.cpp itself
+    "default": [r"[\p{P}\$\+<=>\^~\|]+", GPT2_RE, r"\p{N}+", "[0-9][0-9][0-9]"],
     "starcoder": [r"\p{N}", GPT2_RE],
     "poro": [PORO_RE],
     "viking": [PORO_RE, r"\p{N}"],
@@ -86,7 +89,8 @@ REFERENCE = {
 
 # Names that must resolve to each family (a sample of the name table; llama.cpp's spellings).
 ALIASES = {
-    "gpt2": ["gpt-2", "gpt2", "default", "", "mpt", "olmo", "jais", "phi-2", "roberta-bpe"],
+    "gpt2": ["gpt-2", "gpt2", "mpt", "olmo", "jais", "phi-2", "roberta-bpe"],
+    "default": ["default", ""],
     "llama3": ["llama-bpe", "llama3", "llama-v3", "dbrx", "smaug-bpe", "falcon3", "chatglm-bpe"],
     "qwen2": ["qwen2", "stablelm2", "deepseek-r1-qwen", "megrez"],
     "deepseek-llm": ["deepseek-llm"],

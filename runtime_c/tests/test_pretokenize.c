@@ -149,6 +149,11 @@ static void test_splitters(void)
              "\xE4\xB8\xAD\xE6\x96\x87"));
     expect("falcon", "x+=1234567; y<>z", P("x", "+=", "123", "456", "7", ";", " y", "<>", "z"));
     expect("falcon", "Hello world's", P("Hello", " world", "'", "s"));
+    /* llama.cpp's default: punctuation runs (no backtick) first, so no
+     * contraction survives; numbers leave their space; digits in threes */
+    expect("default", "x+=1234567; y<>z don't `a` 3.14 \xC2\xBD",
+           P("x", "+=", "123", "456", "7", ";", " y", "<>", "z", " don", "'", "t", " `", "a", "`", " ", "3", ".",
+             "14", " ", "\xC2\xBD"));
     expect("starcoder", "abc 1234 x's", P("abc", " ", "1", "2", "3", "4", " x", "'s"));
     expect("refact", "v2.0", P("v", "2", ".", "0"));
     expect("poro-chat", "Hei maailma! Mit\xC3\xA4 (kuuluu)? 12",
@@ -164,9 +169,11 @@ static void test_splitters(void)
 
 static void test_api(void)
 {
-    CHECK_EQ_I64(er_pre_from_name("default", 7), ER_PRE_GPT2);
-    CHECK_EQ_I64(er_pre_from_name("", 0), ER_PRE_GPT2);
-    CHECK_EQ_I64(er_pre_from_name(NULL, 0), ER_PRE_GPT2);
+    /* llama.cpp's default set, not GPT-2's regex (that is "gpt-2") */
+    CHECK_EQ_I64(er_pre_from_name("default", 7), ER_PRE_DEFAULT);
+    CHECK_EQ_I64(er_pre_from_name("", 0), ER_PRE_DEFAULT);
+    CHECK_EQ_I64(er_pre_from_name(NULL, 0), ER_PRE_DEFAULT);
+    CHECK_EQ_I64(er_pre_from_name("gpt-2", 5), ER_PRE_GPT2);
     CHECK_EQ_I64(er_pre_from_name(NULL, 3), -1);
     CHECK_EQ_I64(er_pre_from_name("llama3x", 6), ER_PRE_LLAMA3);
     CHECK_EQ_I64(er_pre_from_name("llama", 5), -1);

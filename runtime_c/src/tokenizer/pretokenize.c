@@ -81,6 +81,7 @@ enum cls {
     C_PUNCT,     /* \p{P} */
     C_DIGIT,     /* [0-9] */
     C_FALCON,    /* [\p{P}\$\+<=>\^~\|`] */
+    C_DEFAULT,   /* [\p{P}\$\+<=>\^~\|] (falcon's without the backtick) */
     C_DS_LETTER, /* deepseek-llm letters */
     C_DS_PUNCT,  /* deepseek-llm punctuation */
     C_CJK,       /* deepseek CJK */
@@ -100,6 +101,9 @@ static int in_class(int cls, uint32_t cp)
          * punctuation too; these are the ones Unicode calls S*. */
         return er_ucat_is_punct(er_unicode_category(cp)) || cp == '$' || cp == '+' || cp == '<' ||
                cp == '=' || cp == '>' || cp == '^' || cp == '~' || cp == '|' || cp == '`';
+    case C_DEFAULT:
+        return er_ucat_is_punct(er_unicode_category(cp)) || cp == '$' || cp == '+' || cp == '<' ||
+               cp == '=' || cp == '>' || cp == '^' || cp == '~' || cp == '|';
     case C_DS_LETTER: return in_ranges(ds_letters, NRANGES(ds_letters), cp);
     case C_DS_PUNCT: return in_ranges(ds_punct, NRANGES(ds_punct), cp);
     case C_CJK: return in_ranges(ds_cjk, NRANGES(ds_cjk), cp);
@@ -526,13 +530,22 @@ static const pre_def pre_defs[ER_PRE_COUNT] = {
         RUN(PF_NONE, C_NUMBER, 1, 1),     /* \p{N} */
     }},
     [ER_PRE_QWEN35] = {"qwen35", 1, {{ST_LLAMA3, 0, 1, 0, 1}}},
+    /* llama.cpp's own default for a BPE file whose tokenizer.ggml.pre is
+     * "default" or absent (LLAMA_VOCAB_PRE_TYPE_DEFAULT): not GPT-2's regex
+     * alone, punctuation runs split off first and numbers after. */
+    [ER_PRE_DEFAULT] = {"default", 4, {
+        RUN(PF_NONE, C_DEFAULT, 1, 0),    /* [\p{P}\$\+<=>\^~\|]+ */
+        GPT2,
+        RUN(PF_NONE, C_NUMBER, 1, 0),     /* \p{N}+ */
+        RUN(PF_NONE, C_DIGIT, 3, 3),      /* [0-9][0-9][0-9] */
+    }},
     [ER_PRE_GPT4O] = {"gpt-4o", 1, {{ST_O200K, 0, 0, 0, 0}}},
 };
 
 /* `tokenizer.ggml.pre` values (as llama.cpp's converter writes them) and the
  * regex family each stands for. Adding a model that reuses a regex is one row. */
 static const struct { const char *name; uint8_t pre; } pre_names[] = {
-    {"", ER_PRE_GPT2}, {"default", ER_PRE_GPT2}, {"gpt2", ER_PRE_GPT2}, {"gpt-2", ER_PRE_GPT2},
+    {"", ER_PRE_DEFAULT}, {"default", ER_PRE_DEFAULT}, {"gpt2", ER_PRE_GPT2}, {"gpt-2", ER_PRE_GPT2},
     {"mpt", ER_PRE_GPT2}, {"olmo", ER_PRE_GPT2}, {"jais", ER_PRE_GPT2}, {"phi-2", ER_PRE_GPT2},
     {"jina-es", ER_PRE_GPT2}, {"jina-de", ER_PRE_GPT2}, {"jina-v2-es", ER_PRE_GPT2},
     {"jina-v2-de", ER_PRE_GPT2}, {"jina-v1-en", ER_PRE_GPT2}, {"jina-v2-code", ER_PRE_GPT2},

@@ -20,7 +20,7 @@ typedef struct er_span { uint32_t off, len; } er_span; /* byte range of one pre-
  * pretokenize.c); ER_PRE_NONE means "no splitting" (SentencePiece). */
 enum er_pre {
     ER_PRE_NONE = 0,
-    ER_PRE_GPT2,           /* GPT-2 byte-level regex; also "default", mpt, olmo, jais, ... */
+    ER_PRE_GPT2,           /* GPT-2 byte-level regex; also mpt, olmo, jais, ... */
     ER_PRE_LLAMA3,         /* Llama 3: case-insensitive contractions, digits in threes */
     ER_PRE_QWEN2,          /* as Llama 3 but single digits; also stablelm2 */
     ER_PRE_DEEPSEEK_LLM,   /* six-regex sequence with explicit letter/punct/CJK classes */
@@ -32,11 +32,14 @@ enum er_pre {
     ER_PRE_QWEN35,         /* Qwen2's regex with combining marks (\p{M}) joining letters */
     ER_PRE_GPT4O,          /* o200k: words split at case changes, contractions attached,
                             * digits in threes; Phi-4-mini */
+    ER_PRE_DEFAULT,        /* llama.cpp's default ("default", "" or no key): punctuation
+                            * runs, then GPT-2, then numbers, then ASCII digit triples */
     ER_PRE_COUNT
 };
 
 /* The id for a `tokenizer.ggml.pre` value (name[0..len), not NUL-terminated),
- * or -1 if unknown. "default" and "" map to ER_PRE_GPT2. */
+ * or -1 if unknown. "default" and "" map to ER_PRE_DEFAULT, llama.cpp's default
+ * regex set, which is not GPT-2's ("gpt-2"). */
 int er_pre_from_name(const char *name, size_t len);
 
 /* Static canonical name of an id ("none", "gpt2", "llama3", ...); NULL if out of range. */

@@ -210,7 +210,7 @@ static int read_meta(const gguf_file *f, meta *m) {
     er_str pre;
     m->pre = ER_PRE_NONE;
     if (m->kind == ER_VOCAB_BPE) {
-        m->pre = ER_PRE_GPT2; /* what llama.cpp assumes for files written before the key existed */
+        m->pre = ER_PRE_DEFAULT; /* what llama.cpp assumes for files written before the key existed */
         if (gguf_find_kv(f, "tokenizer.ggml.pre", &kv)) {
             if (!gguf_get_str(f, "tokenizer.ggml.pre", &pre))
                 return er_fail(ER_ECORRUPT, "tokenizer.ggml.pre is not a string");
