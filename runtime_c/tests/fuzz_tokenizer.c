@@ -127,7 +127,7 @@ static uint8_t *build_image(src *in, size_t *size) {
     int n_kv = 3; /* model, tokens, scores */
     int has_merges = r.bpe && (h2 & 1) == 0;
     n_kv += with_types + has_merges + 6 /* flags and ids below */ + ((h2 >> 1) & 1) /* pre */ +
-            ((h2 >> 2) & 1) /* normalizer */;
+            ((h2 >> 2) & 1) /* normalizer */ + ((h2 >> 4) & 1) /* prepend scheme */;
     put_u32(&b, 0x46554747u);
     put_u32(&b, 3);
     put_u64(&b, 0);
@@ -199,6 +199,10 @@ static uint8_t *build_image(src *in, size_t *size) {
     if ((h2 >> 2) & 1) {
         key(&b, "tokenizer.ggml.normalizer", 8);
         put_str(&b, (h2 >> 3) & 1 ? "nfc" : "none");
+    }
+    if ((h2 >> 4) & 1) {
+        key(&b, "edgerun.tokenizer.prepend_scheme", 8);
+        put_str(&b, (h2 >> 5) & 1 ? "first" : "always");
     }
     while (b.n % 32) put(&b, "", 1);
     *size = b.n;
