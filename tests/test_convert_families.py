@@ -38,9 +38,11 @@ TOL = 1e-4
 
 NAMING = {"general.name", "general.type", "general.size_label"}
 # lstrip/rstrip_token_ids: added tokens' AddedToken strip flags, which llama.cpp's
-# GGUF files have no key for (its runtime sets them for a few models by token text)
+# GGUF files have no key for (its runtime sets them for a few models by token text);
+# edgerun.tokenizer.prepend_scheme: "first" for a legacy=false SentencePiece folder
 OURS_ONLY = {"tokenizer.ggml.normalizer", "tokenizer.ggml.ignore_merges", "tokenizer.ggml.remove_extra_whitespaces",
-             "tokenizer.ggml.lstrip_token_ids", "tokenizer.ggml.rstrip_token_ids"}
+             "tokenizer.ggml.lstrip_token_ids", "tokenizer.ggml.rstrip_token_ids",
+             "edgerun.tokenizer.prepend_scheme"}
 # what llama.cpp assumes for a SentencePiece ("llama") vocabulary whose file omits the key
 SPM_DEFAULTS = {"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": False,
                 "tokenizer.ggml.add_space_prefix": True, "tokenizer.ggml.bos_token_id": 1,
