@@ -348,6 +348,44 @@ static void test_small_spm(void) {
     unload(&l);
 }
 
+/* edgerun.tokenizer.prepend_scheme "first": the dummy prefix only on text at
+ * the start of the input, none after a special token (transformers with
+ * legacy=false); "always" (and no key) on every piece, as llama.cpp. */
+static void test_spm_prepend_scheme(void) {
+    static const char *const tok[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "c",
+                                      "ab", "bc", "\xe2\x96\x81\x61", "abc"};
+    static const float score[] = {0, 0, 0, -1, -2, -3, -4, -5, -1.5f, -6, -0.5f};
+    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+    static const char *const schemes[] = {"always", "first"};
+    for (int first = 0; first < 2; first++) {
+        kv kvs[] = {
+            {"tokenizer.ggml.model", GGUF_STR, "llama", 0, 0, 0, 0, 0, 0},
+            {"tokenizer.ggml.tokens", GGUF_ARR, 0, 0, GGUF_STR, tok, 0, 0, 11},
+            {"tokenizer.ggml.scores", GGUF_ARR, 0, 0, GGUF_F32, 0, 0, score, 11},
+            {"tokenizer.ggml.token_type", GGUF_ARR, 0, 0, GGUF_I32, 0, types, 0, 11},
+            {"edgerun.tokenizer.prepend_scheme", GGUF_STR, schemes[first], 0, 0, 0, 0, 0, 0},
+        };
+        loaded l;
+        int rc = load_kvs(&l, kvs, 5);
+        CHECK(rc == 0, "prepend scheme %s: %s", schemes[first], er_last_error());
+        if (rc) continue;
+        int32_t ids[16];
+        size_t k;
+        /* "abc<s>abc<s>": ▁ abc, <s>, then "abc" (first) or ▁ abc (always), <s> */
+        rc = encode(l.v, "abc<s>abc<s>", 12, ER_TOK_PARSE_SPECIAL, ids, 16, &k);
+        static const int32_t want_always[] = {3, 10, 1, 3, 10, 1}, want_first[] = {3, 10, 1, 10, 1};
+        const int32_t *want = first ? want_first : want_always;
+        size_t nw = first ? 5 : 6;
+        CHECK(rc == 0 && k == nw && memcmp(ids, want, nw * sizeof *ids) == 0,
+              "prepend scheme %s after a special token (%zu ids)", schemes[first], k);
+        /* a leading special token: the text after it is not at the start either */
+        rc = encode(l.v, "<s>abc", 6, ER_TOK_PARSE_SPECIAL | ER_TOK_ADD_SPECIAL, ids, 16, &k);
+        CHECK(rc == 0 && k == (first ? 3u : 4u) && ids[0] == 1 && ids[1] == 1 && ids[k - 1] == 10,
+              "prepend scheme %s after a leading special token (%zu ids)", schemes[first], k);
+        unload(&l);
+    }
+}
+
 static void expect_bad(const kv *kvs, size_t n, int want, const char *msg) {
     loaded l;
     int rc = load_kvs(&l, kvs, n);
@@ -422,6 +460,18 @@ static void test_bad_metadata(void) {
         {"tokenizer.ggml.tokens", GGUF_ARR, 0, 0, GGUF_STR, tok, 0, 0, n},
     };
     expect_bad(spm_noscores, 2, ER_ECORRUPT, "SPM without scores");
+    static const float score[] = {0, 0, 0};
+    kv scheme[] = {
+        {"tokenizer.ggml.model", GGUF_STR, "llama", 0, 0, 0, 0, 0, 0},
+        {"tokenizer.ggml.tokens", GGUF_ARR, 0, 0, GGUF_STR, tok, 0, 0, 3},
+        {"tokenizer.ggml.scores", GGUF_ARR, 0, 0, GGUF_F32, 0, 0, score, 3},
+        {"edgerun.tokenizer.prepend_scheme", GGUF_STR, "never", 0, 0, 0, 0, 0, 0},
+    };
+    expect_bad(scheme, 4, ER_EUNSUPPORTED, "unknown prepend scheme");
+    CHECK_CONTAINS(er_last_error(), "never");
+    scheme[3].key = "edgerun.tokenizer.future_key";
+    expect_bad(scheme, 4, ER_EUNSUPPORTED, "unknown edgerun.tokenizer key");
+    CHECK_CONTAINS(er_last_error(), "edgerun.tokenizer.future_key");
 }
 
 /* ---- arbitrary bytes and threads -------------------------------------------- */
@@ -504,6 +554,7 @@ int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "../shared/data";
     test_small_bpe();
     test_small_spm();
+    test_spm_prepend_scheme();
     test_bad_metadata();
     static const char *const fams[] = {"llama-spm", "gpt-2", "llama-bpe", "qwen2"};
     for (int i = 0; i < 4; i++) {
