@@ -8,6 +8,8 @@
  * marks lstrip / rstrip (tokenizer.ggml.lstrip_token_ids / rstrip_token_ids,
  * HF's AddedToken flags; Phi-3's chat tokens are rstrip) also takes the
  * whitespace before / after it, which then reaches no encoder.
+ * SentencePiece's dummy prefix goes on every piece of text, or, with
+ * edgerun.tokenizer.prepend_scheme = "first", only on the one at offset 0.
  *
  * Scratch bound (er_tokenize_scratch_bytes), for len bytes of text:
  *   SPM                 er_spm_scratch_bytes(len)            ~ 83*len
