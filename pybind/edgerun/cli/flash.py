@@ -35,8 +35,9 @@ def register(sub):
     p = sub.add_parser("flash", help="A/B install a bundle onto a device (folder or ssh)",
                        description=__doc__, epilog=EPILOG, formatter_class=formatter())
     p.add_argument("bundle", nargs="?", help="the .swu bundle (from edgerun package)")
-    p.add_argument("--from", dest="from_url", metavar="URL",
-                   help="pull the release from an update server (its root or index.json) instead of BUNDLE")
+    p.add_argument("--from", dest="from_url", metavar="URL|DIR",
+                   help="pull the release from an update server (its root or index.json; http(s)://, file:// or "
+                        "the folder `edgerun release --to` wrote) instead of BUNDLE")
     p.add_argument("--version", help="with --from: this release instead of the newest")
     p.add_argument("--cert", help="certificate the bundle must be signed with")
     p.add_argument("--no-downgrade", action="store_true", help="refuse a version older than the active one")

@@ -43,6 +43,8 @@ def register(sub):
     p.add_argument("--bench-report", metavar="JSON", help="use this `edgerun bench --board` report "
                    "(gates evaluated again)")
     p.add_argument("--problems", type=int, metavar="N", help="held-out problems per CPU model for the test")
+    p.add_argument("--bench-repeat", type=int, metavar="N", help="bench runs per CPU model (default 5; the "
+                   "gates compare the same workload with fewer runs)")
     p.add_argument("--cpu", action="append", default=None, metavar="MODEL", help="only this qemu CPU model")
     p.add_argument("--json", action="store_true", help="print release.json")
     p.set_defaults(func=main)
@@ -53,7 +55,8 @@ def main(args):
     rd = args.report_dir or f"release-{args.board}-{args.version}"
     doc = release(args.board, args.model, args.version, args.key, args.cert, args.to, rd,
                   test_report=args.test_report, bench_report=args.bench_report, build_dir=args.build_dir,
-                  config=args.config, problems=args.problems, cpus=args.cpu, log=sys.stderr)
+                  config=args.config, problems=args.problems, cpus=args.cpu,
+                  bench_repeat=args.bench_repeat, log=sys.stderr)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

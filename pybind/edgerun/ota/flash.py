@@ -237,6 +237,9 @@ def flash_from(url, board, target, cert, version=None, no_downgrade=False, ident
     health check). Nothing is written to the device before both checks pass."""
     from . import publish
     b = boards.load(board)
+    if "://" not in str(url):
+        # a folder: the web root `edgerun release --to DIR` wrote (a mounted share, a test)
+        url = pathlib.Path(url).resolve().as_uri() + ("/" if pathlib.Path(url).is_dir() else "")
     index, iu = publish.fetch_index(url)
     rel = publish.pick(index, b, version)
     burl = urllib.parse.urljoin(iu, rel["path"])

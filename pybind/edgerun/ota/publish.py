@@ -26,7 +26,9 @@ Targets (`--to`):
   http(s)://host/path  a WebDAV server (nginx dav_methods, lighttpd mod_webdav,
                        Apache mod_dav): MKCOL the folders, PUT the bundle, PUT
                        the new index under a temporary name and MOVE it over
-                       index.json (a rename on the server: atomic for readers).
+                       index.json (a rename on the server: atomic for readers),
+                       all under a lock collection on the server (dav_lock.py)
+                       so concurrent publishers do not lose each other's entry.
 """
 import base64
 import contextlib
@@ -45,6 +47,7 @@ import urllib.request
 import uuid
 
 from ..errors import OtaError
+from . import dav_lock
 from .package import check_version, version_key
 
 INDEX = "index.json"
@@ -132,16 +135,18 @@ def sha256_file(path):
 
 # ------------------------------------------------------------------ publishing
 
-def publish(bundle, manifest, to, log=None):
+def publish(bundle, manifest, to, log=None, lock_timeout_s=None, lock_stale_s=None):
     """Publishes `bundle` (its verified manifest given) to `to` (a folder,
-    file:// or http(s):// URL). Returns {"to", "url", "entry", "added", "index"}."""
+    file:// or http(s):// URL). Returns {"to", "url", "entry", "added", "index"}.
+    For a URL, lock_timeout_s / lock_stale_s tune the server's publish lock
+    (edgerun.ota.dav_lock)."""
     check_version(manifest["version"])
     sha, n = sha256_file(bundle), pathlib.Path(bundle).stat().st_size
     entry = entry_for(manifest, sha, n)
     to = str(to)
     scheme = urllib.parse.urlsplit(to).scheme
     if scheme in ("http", "https"):
-        return _publish_http(bundle, entry, to, log)
+        return _publish_http(bundle, entry, to, log, lock_timeout_s, lock_stale_s)
     if scheme == "file":
         to = urllib.parse.unquote(urllib.parse.urlsplit(to).path)
     elif "://" in to:
@@ -191,14 +196,14 @@ def _request(method, url, data=None, headers=None, auth=None):
         req.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
     try:
         with urllib.request.urlopen(req, timeout=_TIMEOUT) as r:
-            return r.status, r.read()
+            return r.status, r.read(), r.headers
     except urllib.error.HTTPError as e:
-        return e.code, e.read()
+        return e.code, e.read(), e.headers
     except (urllib.error.URLError, OSError) as e:
         raise OtaError(f"{method} {url}: {getattr(e, 'reason', e)}") from None
 
 
-def _publish_http(bundle, entry, to, log):
+def _publish_http(bundle, entry, to, log, lock_timeout_s=None, lock_stale_s=None):
     u = urllib.parse.urlsplit(to)
     # user:password in the URL, or EDGERUN_PUBLISH_AUTH (from the CI's secrets)
     auth = os.environ.get("EDGERUN_PUBLISH_AUTH")
@@ -206,7 +211,18 @@ def _publish_http(bundle, entry, to, log):
         auth = f"{urllib.parse.unquote(u.username)}:{urllib.parse.unquote(u.password or '')}"
         u = u._replace(netloc=u.hostname + (f":{u.port}" if u.port else ""))
     base = urllib.parse.urlunsplit(u).rstrip("/") + "/"
-    st, body = _request("GET", base + INDEX, auth=auth)
+    st, _, _ = _request("MKCOL", base, auth=auth)
+    if st not in (201, 405):                   # 405: the collection exists
+        raise OtaError(f"MKCOL {base}: HTTP {st} (is WebDAV enabled on the server?)")
+    with dav_lock.held(_request, base, auth=auth, timeout_s=lock_timeout_s, stale_s=lock_stale_s, log=log):
+        added = _publish_http_locked(bundle, entry, base, auth, log)
+    return {"to": to, "url": base + entry["path"], "entry": entry, "added": added, "index": base + INDEX}
+
+
+def _publish_http_locked(bundle, entry, base, auth, log):
+    """Read, merge and replace the index (the caller holds the server's
+    publish lock, so no other publisher's entry is lost in between)."""
+    st, body, _ = _request("GET", base + INDEX, auth=auth)
     if st == 404:
         index = empty_index()
     elif st == 200:
@@ -215,36 +231,36 @@ def _publish_http(bundle, entry, to, log):
         raise OtaError(f"GET {base + INDEX}: HTTP {st}")
     new, added = merge(index, entry)
     url = base + entry["path"]
-    if added:
-        parts = entry["path"].split("/")[:-1]
-        # the base folder first (a fresh server), then the release's folders
-        for d in [base] + [base + "/".join(parts[:i]) + "/" for i in range(1, len(parts) + 1)]:
-            st, _ = _request("MKCOL", d, auth=auth)
-            if st not in (201, 405):           # 405: the collection exists
-                raise OtaError(f"MKCOL {d}: HTTP {st} (is WebDAV enabled on the server?)")
-        with open(bundle, "rb") as f:
-            data = f.read()
-        st, _ = _request("PUT", url, data=data, headers={"Content-Type": "application/octet-stream"}, auth=auth)
-        if st not in (200, 201, 204):
-            raise OtaError(f"PUT {url}: HTTP {st}")
-        # Read back what the server stores before the index points at it.
-        st, got = _request("GET", url, auth=auth)
-        if st != 200 or hashlib.sha256(got).hexdigest() != entry["sha256"]:
-            raise OtaError(f"{url}: the server does not return the bytes just uploaded (HTTP {st})")
-        tmp = base + f".{INDEX}.{uuid.uuid4().hex[:8]}.tmp"
-        st, _ = _request("PUT", tmp, data=(json.dumps(new, indent=1) + "\n").encode(),
-                         headers={"Content-Type": "application/json"}, auth=auth)
-        if st not in (200, 201, 204):
-            raise OtaError(f"PUT {tmp}: HTTP {st}")
-        st, _ = _request("MOVE", tmp, headers={"Destination": base + INDEX, "Overwrite": "T"}, auth=auth)
-        if st not in (201, 204):
-            _request("DELETE", tmp, auth=auth)
-            raise OtaError(f"MOVE {tmp} -> {base + INDEX}: HTTP {st}")
+    if not added:
         if log:
-            print(f"published {url} and {base + INDEX}", file=log)
-    elif log:
-        print(f"{url}: already published with the same contents", file=log)
-    return {"to": to, "url": url, "entry": entry, "added": added, "index": base + INDEX}
+            print(f"{url}: already published with the same contents", file=log)
+        return False
+    parts = entry["path"].split("/")[:-1]
+    for d in [base + "/".join(parts[:i]) + "/" for i in range(1, len(parts) + 1)]:
+        st, _, _ = _request("MKCOL", d, auth=auth)
+        if st not in (201, 405):
+            raise OtaError(f"MKCOL {d}: HTTP {st} (is WebDAV enabled on the server?)")
+    with open(bundle, "rb") as f:
+        data = f.read()
+    st, _, _ = _request("PUT", url, data=data, headers={"Content-Type": "application/octet-stream"}, auth=auth)
+    if st not in (200, 201, 204):
+        raise OtaError(f"PUT {url}: HTTP {st}")
+    # Read back what the server stores before the index points at it.
+    st, got, _ = _request("GET", url, auth=auth)
+    if st != 200 or hashlib.sha256(got).hexdigest() != entry["sha256"]:
+        raise OtaError(f"{url}: the server does not return the bytes just uploaded (HTTP {st})")
+    tmp = base + f".{INDEX}.{uuid.uuid4().hex[:8]}.tmp"
+    st, _, _ = _request("PUT", tmp, data=(json.dumps(new, indent=1) + "\n").encode(),
+                        headers={"Content-Type": "application/json"}, auth=auth)
+    if st not in (200, 201, 204):
+        raise OtaError(f"PUT {tmp}: HTTP {st}")
+    st, _, _ = _request("MOVE", tmp, headers={"Destination": base + INDEX, "Overwrite": "T"}, auth=auth)
+    if st not in (201, 204):
+        _request("DELETE", tmp, auth=auth)
+        raise OtaError(f"MOVE {tmp} -> {base + INDEX}: HTTP {st}")
+    if log:
+        print(f"published {url} and {base + INDEX}", file=log)
+    return True
 
 
 # ------------------------------------------------------------------ fetching
