@@ -36,6 +36,8 @@ def register(sub):
     p.add_argument("--cert", required=True, help="certificate of the key (PEM)")
     p.add_argument("--to", required=True, metavar="DIR|URL", help="update server: web root folder, file:// "
                    "or http(s):// (WebDAV)")
+    p.add_argument("--ca", metavar="PEM", help="for an https:// --to: the CA the server's certificate must chain "
+                   "to (default: the system's, or SSL_CERT_FILE)")
     p.add_argument("--report-dir", metavar="DIR", help="where every step's report goes")
     p.add_argument("--config", metavar="YAML", help="device configuration to ship (default: generated)")
     p.add_argument("--build-dir", metavar="DIR", help="take the runtime from this build dir (no build)")
@@ -56,7 +58,7 @@ def main(args):
     doc = release(args.board, args.model, args.version, args.key, args.cert, args.to, rd,
                   test_report=args.test_report, bench_report=args.bench_report, build_dir=args.build_dir,
                   config=args.config, problems=args.problems, cpus=args.cpu,
-                  bench_repeat=args.bench_repeat, log=sys.stderr)
+                  bench_repeat=args.bench_repeat, ca=args.ca, log=sys.stderr)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

@@ -43,10 +43,10 @@ def _age_s(headers):
 
 
 @contextlib.contextmanager
-def held(request, base, auth=None, timeout_s=None, stale_s=None, poll_s=0.2, log=None):
+def held(request, base, timeout_s=None, stale_s=None, poll_s=0.2, log=None):
     """Holds the publish lock of the server folder `base` (ending in /) for
-    the block. `request(method, url, data=, headers=, auth=)` returns
-    (status, body, headers). Raises OtaError after `timeout_s` of waiting."""
+    the block. `request(method, url, data=, headers=)` returns (status,
+    body, headers), with the server's credentials and TLS settings bound. Raises OtaError after `timeout_s` of waiting."""
     timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     stale_s = DEFAULT_STALE_S if stale_s is None else stale_s
     lock, owner_url = base + LOCK_NAME, base + LOCK_NAME + "owner.json"
@@ -57,12 +57,12 @@ def held(request, base, auth=None, timeout_s=None, stale_s=None, poll_s=0.2, log
     no_owner_since = None
     said = False
     while True:
-        st, _, _ = request("MKCOL", lock, auth=auth)
+        st, _, _ = request("MKCOL", lock)
         if st == 201:
             break
         if st != 405:
             raise OtaError(f"MKCOL {lock}: HTTP {st} (the publish lock; is WebDAV enabled on the server?)")
-        st, body, headers = request("GET", owner_url, auth=auth)
+        st, body, headers = request("GET", owner_url)
         held_by, age = None, None
         if st == 200:
             no_owner_since = None
@@ -75,11 +75,11 @@ def held(request, base, auth=None, timeout_s=None, stale_s=None, poll_s=0.2, log
         if age is not None and age > stale_s:
             # Re-read just before removing, so a lock that changed hands since
             # is not the one removed (two waiters may both see it stale).
-            st2, body2, _ = request("GET", owner_url, auth=auth)
+            st2, body2, _ = request("GET", owner_url)
             if st2 == st and body2 == body:
                 if log:
                     print(f"publish: removing a stale lock {lock} ({age:.0f} s old, held by {held_by})", file=log)
-                request("DELETE", lock, auth=auth)
+                request("DELETE", lock)
                 no_owner_since = None
                 continue
         waited = time.monotonic() - t0
@@ -95,7 +95,7 @@ def held(request, base, auth=None, timeout_s=None, stale_s=None, poll_s=0.2, log
     put = False
     try:
         st, _, _ = request("PUT", owner_url, data=json.dumps(owner).encode(),
-                           headers={"Content-Type": "application/json"}, auth=auth)
+                           headers={"Content-Type": "application/json"})
         if st not in (200, 201, 204):
             raise OtaError(f"PUT {owner_url}: HTTP {st}")
         put = True
@@ -103,6 +103,6 @@ def held(request, base, auth=None, timeout_s=None, stale_s=None, poll_s=0.2, log
     finally:
         # Only our own lock is removed: if it was judged stale and taken over
         # while we ran (a publish slower than stale_s), the new holder keeps it.
-        st, body, _ = request("GET", owner_url, auth=auth) if put else (None, b"", None)
+        st, body, _ = request("GET", owner_url) if put else (None, b"", None)
         if not put or (st == 200 and token.encode() in body):
-            request("DELETE", lock, auth=auth)
+            request("DELETE", lock)

@@ -68,7 +68,8 @@ def check_bench(report, board, baseline):
 
 
 def release(board, model, version, key, cert, to, report_dir, test_report=None, bench_report=None,
-            build_dir=None, config=None, problems=None, cpus=None, bench_repeat=None, log=sys.stderr):
+            build_dir=None, config=None, problems=None, cpus=None, bench_repeat=None, ca=None,
+            log=sys.stderr):
     """Runs the chain; returns the release.json document. Raises ReleaseError
     (one line) when a step fails; the report folder keeps what ran."""
     b = boards.load(board)
@@ -166,7 +167,7 @@ def release(board, model, version, key, cert, to, report_dir, test_report=None, 
     man = step("package", do_package)
 
     def do_publish():
-        res = pub.publish(bundle, man, to, log=log)
+        res = pub.publish(bundle, man, to, log=log, ca=ca)
         _write(rd, "publish.json", res)
         return res
     res = step("publish", do_publish)
