@@ -190,7 +190,8 @@ def test_assemble_real_sysroot_runs_numpy_and_cffi_under_qemu(tmp_path):
     # Nothing on the host changed: no foreign architecture, the same dpkg database.
     assert _dpkg_state() == before
     r = subprocess.run(["qemu-aarch64", "-L", str(root), str(sr.python_path(root)), "-c",
-                        "import platform, numpy, cffi, _cffi_backend, jinja2, markupsafe._speedups; "
+                        "import platform, numpy, cffi, _cffi_backend, jinja2, markupsafe._speedups, rich, "
+                        "starlette.applications, uvicorn; "
                         "assert jinja2.Template('{{ x }}!').render(x='<a>') == '<a>!'; "
                         "print(platform.machine(), numpy.arange(4).dot(numpy.arange(4)), cffi.__version__)"],
                        capture_output=True, text=True, timeout=300, env={"PATH": os.environ["PATH"]})
@@ -207,10 +208,10 @@ def test_assemble_real_sysroot_runs_numpy_and_cffi_under_qemu(tmp_path):
 @pytest.mark.long
 @pytest.mark.skipif(bool(_tools()) or not shutil.which("aarch64-linux-gnu-gcc"), reason="needs cross tools")
 def test_device_examples_run_under_the_sysroot_python():
-    """examples/device/*.py against the rpi5 cross build (builds it and the
-    sysroot in build/ when missing)."""
+    """examples/device/*.py and `edgerun serve` against the rpi5 cross build
+    (builds it and the sysroot in build/ when missing or out of date)."""
     from edgerun.boards import device_python
     res = device_python.run_examples("rpi5", log=lambda *a: None)
-    assert {r["script"] for r in res} == {"answer.py", "stream_stats.py", "switch_models.py"}
+    assert {r["script"] for r in res} == {"answer.py", "stream_stats.py", "switch_models.py", "serve"}
     bad = [f"{r['script']}: {r['detail']}" for r in res if not r["ok"]]
     assert not bad, bad
