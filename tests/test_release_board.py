@@ -6,7 +6,7 @@ publishing to a folder; then a device pulls it from there with
 `edgerun flash --from`, whose health check runs the slot's aarch64 CLI under
 qemu. No report is passed in.
 
-Two sizes of the same chain: the CI one (4 held-out problems, 2 bench runs;
+Two sizes of the same chain: the CI one (4 held-out problems, 3 bench runs;
 the gates still compare the baseline's workload) and, marked `long`, the
 release defaults (32 problems, 5 bench runs).
 """
@@ -114,8 +114,9 @@ def _real_chain(tmp_path, version, extra):
 
 
 def test_release_rpi5_real_chain_ci_size(tmp_path):
-    """The whole chain at the fewest problems and bench runs the command takes."""
-    _real_chain(tmp_path, "1.0.0", ["--problems", "4", "--bench-repeat", "2"])
+    """The whole chain, sized for CI: 4 problems, 3 bench runs (the median of
+    3 per step keeps one slow run on a shared CI machine off the p99 gate)."""
+    _real_chain(tmp_path, "1.0.0", ["--problems", "4", "--bench-repeat", "3"])
 
 
 @pytest.mark.long
