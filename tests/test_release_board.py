@@ -8,7 +8,8 @@ qemu. No report is passed in.
 
 Two sizes of the same chain: the CI one (4 held-out problems, 3 bench runs;
 the gates still compare the baseline's workload) and, marked `long`, the
-release defaults (32 problems, 5 bench runs).
+release defaults (32 problems, 5 bench runs), after which the flashed device
+serves its model with `edgerun serve --config` under the board's Python.
 """
 import json
 import os
@@ -110,7 +111,23 @@ def _real_chain(tmp_path, version, extra):
     from edgerun import ota
     hist = ota.history(ota.LocalTarget(dev))
     assert hist and hist[-1]["action"] == "activate" and hist[-1]["version"] == version, hist
-    return doc
+    return doc, dev
+
+
+def _serve_on_the_device(dev):
+    """`edgerun serve --config DEVICE_ROOT` as the board runs it: the board's
+    Python (the sysroot, under qemu), the active slot's library, model and
+    edgerun.yaml."""
+    from edgerun.boards import device_python, sysroot
+    b = boards.load(BOARD)
+    root = boards.repo_root()
+    sysroot.assemble(b.arch, root=root, log=lambda *a: None)
+    sroot = sysroot.sysroot_dir(b.arch, root)
+    env = device_python.environment(sroot, root, dev / "current" / "lib" / "libedgerun.so")
+    ok, detail, out = device_python.run_serve([b.qemu_binary, "-L", str(sroot), "-cpu", b.qemu_cpus[0],
+                                               str(sysroot.python_path(sroot))], env, root,
+                                              serve_args=["--config", str(dev)])
+    assert ok, f"{detail}\n{out[-3000:]}"
 
 
 def test_release_rpi5_real_chain_ci_size(tmp_path):
@@ -121,5 +138,9 @@ def test_release_rpi5_real_chain_ci_size(tmp_path):
 
 @pytest.mark.long
 def test_release_rpi5_real_chain_defaults(tmp_path):
-    """The release a tag's CI job runs: 32 held-out problems, 5 bench runs."""
-    _real_chain(tmp_path, "1.0.0", [])
+    """The release a tag's CI job runs: 32 held-out problems, 5 bench runs;
+    then the installed device serves its model over HTTP (edgerun serve
+    --config under the board's Python; assembles the sysroot when needed,
+    which needs deb.debian.org and PyPI the first time)."""
+    _, dev = _real_chain(tmp_path, "1.0.0", [])
+    _serve_on_the_device(dev)

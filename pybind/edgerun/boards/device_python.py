@@ -146,12 +146,14 @@ def _http(url, body=None, timeout=60):
         return r.status, json.loads(r.read())
 
 
-def run_serve(qemu_cmd, env, root, timeout=300):
+def run_serve(qemu_cmd, env, root, timeout=300, serve_args=None):
     """`edgerun serve` under the board's Python (qemu_cmd: qemu, -L, -cpu and
-    the interpreter): (ok, detail, output). Stops the server either way."""
+    the interpreter): (ok, detail, output). Stops the server either way.
+    serve_args: what to serve (default: the embedded model's file; e.g.
+    ["--config", DEVICE_ROOT] for a flashed device's active slot)."""
     port = _free_port()
-    model = pathlib.Path(root) / "models" / "edgerun-add.gguf"
-    cmd = [*qemu_cmd, "-m", "edgerun", "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
+    what = serve_args or [str(pathlib.Path(root) / "models" / "edgerun-add.gguf")]
+    cmd = [*qemu_cmd, "-m", "edgerun", "serve", *what, "--host", "127.0.0.1", "--port", str(port),
            "--log-level", "warning"]
     log_path = pathlib.Path(root) / "build" / f".edgerun-serve-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)

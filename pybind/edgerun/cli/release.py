@@ -22,7 +22,10 @@ test.json, bench-<board>.json and .png, package.json, publish.json, release.json
 index.json, replaced atomically; earlier releases stay. Devices pull with
   swupdate -k cert.pem -H <hardware>:<rev> -e stable,slot-b -d "-u URL/<board>/<version>/<file>.swu"
   edgerun flash --from URL --board B --target DIR --cert cert.pem
-For an http(s) URL, credentials come from the URL or EDGERUN_PUBLISH_AUTH=user:password.
+For an http(s) URL, credentials come from the URL or EDGERUN_PUBLISH_AUTH=user:password,
+and --ca names the CA an https server must chain to (default: the system's, or
+SSL_CERT_FILE). Publishers to one server take turns under a lock collection
+(.edgerun-publish.lock/) on it, so concurrent releases keep every index entry.
 """
 
 
