@@ -46,7 +46,8 @@ def _age_s(headers):
 def held(request, base, timeout_s=None, stale_s=None, poll_s=0.2, log=None):
     """Holds the publish lock of the server folder `base` (ending in /) for
     the block. `request(method, url, data=, headers=)` returns (status,
-    body, headers), with the server's credentials and TLS settings bound. Raises OtaError after `timeout_s` of waiting."""
+    body, headers), with the server's credentials and TLS settings bound.
+    Raises OtaError after `timeout_s` of waiting."""
     timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     stale_s = DEFAULT_STALE_S if stale_s is None else stale_s
     lock, owner_url = base + LOCK_NAME, base + LOCK_NAME + "owner.json"

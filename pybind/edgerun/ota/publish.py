@@ -278,7 +278,7 @@ def _publish_http_locked(bundle, entry, base, req, log):
         raise OtaError(f"{url}: the server does not return the bytes just uploaded (HTTP {st})")
     tmp = base + f".{INDEX}.{uuid.uuid4().hex[:8]}.tmp"
     st, _, _ = req("PUT", tmp, data=(json.dumps(new, indent=1) + "\n").encode(),
-                        headers={"Content-Type": "application/json"})
+                   headers={"Content-Type": "application/json"})
     if st not in (200, 201, 204):
         raise OtaError(f"PUT {tmp}: HTTP {st}")
     st, _, _ = req("MOVE", tmp, headers={"Destination": base + INDEX, "Overwrite": "T"})
