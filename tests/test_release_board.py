@@ -9,7 +9,10 @@ qemu. No report is passed in.
 Two sizes of the same chain: the CI one (4 held-out problems, 3 bench runs;
 the gates still compare the baseline's workload) and, marked `long`, the
 release defaults (32 problems, 5 bench runs), after which the flashed device
-serves its model with `edgerun serve --config` under the board's Python.
+serves its model with `edgerun serve --config` under the board's Python. The
+qemu C tests dominate both (~100-125 s of ~150-165 s on a loaded 2-core VM
+with the builds cached); the long one is `long` for the board's Python: a
+126 MiB sysroot that needs deb.debian.org and PyPI the first time.
 """
 import json
 import os
