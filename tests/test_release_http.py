@@ -247,7 +247,7 @@ def test_publish_over_webdav_then_pull(env, tmp_path):
 def test_concurrent_publishers_lose_no_release(env, tmp_path):
     """Four publishers at once to one WebDAV server, twice: each reads, merges
     and replaces index.json under the server's lock collection, so every
-    version ends up in the index (without the lock, the last MOVE wins)."""
+    version ends up in the index (without the lock, 2 of the 8 survived)."""
     root = tmp_path / "webroot"
     root.mkdir()
     versions = [f"2.{i}.0" for i in range(8)]

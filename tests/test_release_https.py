@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -133,3 +134,32 @@ def test_swupdate_downloads_over_https_and_the_signature_decides(env, tmp_path):
     after = H.tree(dev)
     for rel_path, info in env["manifests"]["1.1.0"]["files"].items():
         assert after[f"rootfs-b/{rel_path}"] == info["sha256"], rel_path
+
+
+def test_concurrent_publishers_over_https_keep_every_release(env, tmp_path):
+    """The publish lock on nginx's WebDAV too (its MKCOL of an existing
+    collection answers 405 as lighttpd's does): four publishers at once
+    (without the lock one entry of the four survived, in two runs of two)."""
+    root = tmp_path / "webroot"
+    root.mkdir()
+    versions = [f"3.{i}.0" for i in range(4)]
+    mans = {v: H.make_bundle(tmp_path / f"{v}.swu", v, env["key"], env["cert"], env["dev"]) for v in versions}
+    with _nginx(env, root, tmp_path / "dav", webdav=True) as srv:
+        go = threading.Barrier(len(versions))
+        errors = []
+
+        def one(v):
+            try:
+                go.wait()
+                publish.publish(tmp_path / f"{v}.swu", mans[v], srv.url + "edgerun/", ca=env["ca"])
+            except Exception as e:       # noqa: BLE001 - collected and asserted below
+                errors.append(f"{v}: {e!r}")
+        threads = [threading.Thread(target=one, args=(v,)) for v in versions]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+    idx = publish.parse_index((root / "edgerun" / "index.json").read_text())
+    assert sorted(r["version"] for r in idx["releases"]) == versions
+    assert not (root / "edgerun" / ".edgerun-publish.lock").exists()
