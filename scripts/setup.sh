@@ -33,8 +33,9 @@ APT_CROSS=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 # OTA tests (edgerun package/flash): the real SWUpdate checks and installs the
 # bundles, and an OpenSSH server on 127.0.0.1 stands in for a device; the
 # tests skip without them, so a failure to install them only warns.
-# lighttpd (+ WebDAV): the update server the release tests publish to and devices pull from
-APT_OTA=(swupdate openssh-server openssh-client openssl lighttpd lighttpd-mod-webdav)
+# lighttpd (+ WebDAV): the update server the release tests publish to and devices pull from;
+# nginx-light (its dav module and TLS): the same over https, with a test CA
+APT_OTA=(swupdate openssh-server openssh-client openssl lighttpd lighttpd-mod-webdav nginx-light)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

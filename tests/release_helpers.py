@@ -110,3 +110,101 @@ def swupdate_download(url, cert, hw, *args, retries=1, timeout=120):
             out = H._run_swupdate(cmd, env, timeout)
     ok = "SWUPDATE successful" in out and "SWUPDATE failed" not in out
     return ok, out
+
+
+# ------------------------------------------------------------------ https: nginx and a test CA
+
+NGINX = shutil.which("nginx") or (os.path.exists("/usr/sbin/nginx") and "/usr/sbin/nginx") or None
+
+
+def make_tls(d, name="127.0.0.1"):
+    """A CA and a server certificate it signed for 127.0.0.1 and localhost,
+    made with openssl in `d`. Returns (ca.pem, server.pem, server-key.pem)."""
+    d = pathlib.Path(d)
+    d.mkdir(parents=True, exist_ok=True)
+
+    def ossl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+    ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+         "-subj", f"/CN=edgerun test CA {d.name}", "-keyout", "ca-key.pem", "-out", "ca.pem",
+         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", f"/CN={name}",
+         "-keyout", "server-key.pem", "-out", "server.csr")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+                               "basicConstraints=CA:FALSE\n")
+    ossl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
+         "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem")
+    return d / "ca.pem", d / "server.pem", d / "server-key.pem"
+
+
+class Nginx:
+    """nginx (Debian's) serving `root` over https on 127.0.0.1 with the given
+    certificate; `webdav` enables PUT/DELETE/MKCOL/MOVE (ngx_http_dav_module).
+    Its own prefix, config and logs in `workdir`; started and stopped here."""
+
+    def __init__(self, root, workdir, cert, key, webdav=False, port=None):
+        self.root, self.workdir = pathlib.Path(root), pathlib.Path(workdir)
+        self.cert, self.key, self.webdav = cert, key, webdav
+        self.port = port or free_port()
+        self.proc = None
+
+    @property
+    def url(self):
+        return f"https://127.0.0.1:{self.port}/"
+
+    def config(self):
+        dav = ("dav_methods PUT DELETE MKCOL COPY MOVE; create_full_put_path on; dav_access user:rw group:r all:r;"
+               if self.webdav else "")
+        return f"""daemon off;
+master_process off;
+worker_processes 1;
+{"user root;" if os.geteuid() == 0 else ""}
+pid {self.workdir}/nginx.pid;
+error_log {self.workdir}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    default_type application/octet-stream;
+    types {{ application/json json; }}
+    client_max_body_size 0;
+    server {{
+        listen 127.0.0.1:{self.port} ssl;
+        ssl_certificate {self.cert};
+        ssl_certificate_key {self.key};
+        root {self.root};
+        location / {{ {dav} }}
+    }}
+}}
+"""
+
+    def start(self):
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cfg = self.workdir / "nginx.conf"
+        cfg.write_text(self.config())
+        self.proc = subprocess.Popen([NGINX, "-p", f"{self.workdir}/", "-c", str(cfg), "-e",
+                                      str(self.workdir / "error.log")], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                log = self.workdir / "error.log"
+                raise RuntimeError(f"nginx exited: {self.proc.stdout.read().decode(errors='replace')}"
+                                   f"{log.read_text() if log.exists() else ''}")
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("nginx did not start listening within 10 s")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

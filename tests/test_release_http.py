@@ -241,3 +241,71 @@ def test_publish_over_webdav_then_pull(env, tmp_path):
     with R.Lighttpd(tmp_path / "plain", tmp_path / "plainsrv") as srv:
         with pytest.raises(OtaError, match="MKCOL .* HTTP"):
             publish.publish(env["dir"] / "1.0.0.swu", env["manifests"]["1.0.0"], srv.url)
+
+
+@pytest.mark.skipif(not R.has_webdav(), reason="lighttpd's mod_webdav is not installed (apt-get install lighttpd-mod-webdav)")
+def test_concurrent_publishers_lose_no_release(env, tmp_path):
+    """Four publishers at once to one WebDAV server, twice: each reads, merges
+    and replaces index.json under the server's lock collection, so every
+    version ends up in the index (without the lock, 2 of the 8 survived)."""
+    root = tmp_path / "webroot"
+    root.mkdir()
+    versions = [f"2.{i}.0" for i in range(8)]
+    bundles = {}
+    for v in versions:
+        bundles[v] = H.make_bundle(tmp_path / f"{v}.swu", v, env["key"], env["cert"], env["dev"])
+    with R.Lighttpd(root, tmp_path / "dav", webdav=True) as srv:
+        for batch in (versions[:4], versions[4:]):
+            go = threading.Barrier(len(batch))
+            errors, results = [], {}
+
+            def one(v):
+                try:
+                    go.wait()
+                    results[v] = publish.publish(tmp_path / f"{v}.swu", bundles[v], srv.url + "edgerun/")
+                except Exception as e:       # noqa: BLE001 - collected and asserted below
+                    errors.append(f"{v}: {e!r}")
+            threads = [threading.Thread(target=one, args=(v,)) for v in batch]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert not errors, errors
+            assert all(results[v]["added"] for v in batch)
+        idx = publish.parse_index(R.get(srv.url + "edgerun/index.json"))
+        assert sorted(r["version"] for r in idx["releases"]) == versions
+        for r in idx["releases"]:
+            assert publish.sha256_file(root / "edgerun" / r["path"]) == r["sha256"]
+        assert not (root / "edgerun" / ".edgerun-publish.lock").exists()
+
+
+@pytest.mark.skipif(not R.has_webdav(), reason="lighttpd's mod_webdav is not installed (apt-get install lighttpd-mod-webdav)")
+def test_publish_lock_waits_times_out_and_breaks_a_stale_one(env, tmp_path):
+    from edgerun.ota import dav_lock
+    root = tmp_path / "webroot"
+    (root / "edgerun").mkdir(parents=True)
+    lock = root / "edgerun" / ".edgerun-publish.lock"
+    with R.Lighttpd(root, tmp_path / "dav", webdav=True) as srv:
+        base = srv.url + "edgerun/"
+        # a live holder: the publisher waits, then gives up naming the holder
+        with dav_lock.held(publish._request, base) as owner:
+            assert lock.is_dir() and owner["pid"] == os.getpid()
+            with pytest.raises(OtaError, match=r"another publish holds the lock \(.* pid \d+ since .*\) and did "
+                                               r"not release it within 1 s"):
+                publish.publish(env["dir"] / "1.0.0.swu", env["manifests"]["1.0.0"], base, lock_timeout_s=1)
+        assert not lock.exists()
+        # a holder that died an hour ago (owner.json's Last-Modified, by the server's clock)
+        lock.mkdir()
+        (lock / "owner.json").write_text('{"host": "gone", "pid": 1, "time": "2026-01-01T00:00:00Z"}')
+        old = lock.stat().st_mtime - 3600
+        os.utime(lock / "owner.json", (old, old))
+        res = publish.publish(env["dir"] / "1.0.0.swu", env["manifests"]["1.0.0"], base, lock_timeout_s=30)
+        assert res["added"] and not lock.exists()
+        # a lock with a fresh owner is not stale: it is waited for, not broken
+        lock.mkdir()
+        (lock / "owner.json").write_text('{"host": "busy", "pid": 2, "time": "now"}')
+        with pytest.raises(OtaError, match=r"\(busy pid 2 since now\)"):
+            publish.publish(env["dir"] / "1.1.0.swu", env["manifests"]["1.1.0"], base, lock_timeout_s=1)
+        assert (lock / "owner.json").is_file()
+        idx = publish.parse_index(R.get(base + "index.json"))
+        assert [r["version"] for r in idx["releases"]] == ["1.0.0"]

@@ -73,6 +73,19 @@ libffi8
 """
 
 
+def test_wheels_cover_the_package_dependencies_and_the_serve_extra():
+    """What pip would install with `edgerun[serve]` on the board is in the
+    sysroot: a dependency added to pyproject.toml and not here would only fail
+    under qemu (`make test-device-python`), which CI does not run."""
+    import re
+    tomllib = pytest.importorskip("tomllib")
+    proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower()
+             for d in proj["dependencies"] + proj["optional-dependencies"]["serve"]}
+    assert {"cffi", "numpy", "starlette", "uvicorn"} <= names      # the parse found them
+    assert names <= set(sr.WHEELS), sorted(names - set(sr.WHEELS))
+
+
 def test_parse_depends_keeps_or_groups_and_replaces_virtual_packages():
     g = sr.parse_depends(DEPENDS)
     assert g["python3.11"] == [["python3.11-minimal"], ["libpython3.11-stdlib"], ["media-types", "mime-support"]]
@@ -190,7 +203,8 @@ def test_assemble_real_sysroot_runs_numpy_and_cffi_under_qemu(tmp_path):
     # Nothing on the host changed: no foreign architecture, the same dpkg database.
     assert _dpkg_state() == before
     r = subprocess.run(["qemu-aarch64", "-L", str(root), str(sr.python_path(root)), "-c",
-                        "import platform, numpy, cffi, _cffi_backend, jinja2, markupsafe._speedups; "
+                        "import platform, numpy, cffi, _cffi_backend, jinja2, markupsafe._speedups, rich, "
+                        "starlette.applications, uvicorn, yaml; "
                         "assert jinja2.Template('{{ x }}!').render(x='<a>') == '<a>!'; "
                         "print(platform.machine(), numpy.arange(4).dot(numpy.arange(4)), cffi.__version__)"],
                        capture_output=True, text=True, timeout=300, env={"PATH": os.environ["PATH"]})
@@ -207,10 +221,10 @@ def test_assemble_real_sysroot_runs_numpy_and_cffi_under_qemu(tmp_path):
 @pytest.mark.long
 @pytest.mark.skipif(bool(_tools()) or not shutil.which("aarch64-linux-gnu-gcc"), reason="needs cross tools")
 def test_device_examples_run_under_the_sysroot_python():
-    """examples/device/*.py against the rpi5 cross build (builds it and the
-    sysroot in build/ when missing)."""
+    """examples/device/*.py and `edgerun serve` against the rpi5 cross build
+    (builds it and the sysroot in build/ when missing or out of date)."""
     from edgerun.boards import device_python
     res = device_python.run_examples("rpi5", log=lambda *a: None)
-    assert {r["script"] for r in res} == {"answer.py", "stream_stats.py", "switch_models.py"}
+    assert {r["script"] for r in res} == {"answer.py", "stream_stats.py", "switch_models.py", "serve"}
     bad = [f"{r['script']}: {r['detail']}" for r in res if not r["ok"]]
     assert not bad, bad

@@ -1,4 +1,5 @@
-"""`edgerun sysroot --board B`: an aarch64 Python 3 with cffi, numpy, rich and jinja2 in build/sysroot/<arch>/.
+"""`edgerun sysroot --board B`: an aarch64 Python 3 with cffi, numpy, rich, jinja2,
+starlette, uvicorn and pyyaml in build/sysroot/<arch>/.
 
 On-device control scripts (examples/device/) must run on the board's own
 Python, not the host's: under qemu-user that needs the board's interpreter, C
@@ -8,8 +9,8 @@ This module assembles that folder from two sources:
   * Debian's packages for the board's architecture (python3.X, its standard
     library, libc6, libstdc++6 and everything they depend on), fetched with
     `apt-get download` and unpacked with `dpkg -x`;
-  * the aarch64 wheels of cffi, numpy, rich, jinja2 and markupsafe from PyPI
-    (`pip download --platform`),
+  * the aarch64 wheels of cffi, numpy, rich, jinja2, markupsafe, starlette,
+    uvicorn and pyyaml from PyPI (`pip download --platform`, with what they depend on),
     unpacked into usr/lib/python3/dist-packages, where Debian's Python looks.
 
 Nothing on the host changes: apt runs with a private state folder, source list
@@ -47,7 +48,11 @@ ARCHES = {
 # jinja2 renders chat templates (edgerun.chat, `edgerun chat` on the board);
 # markupsafe is its dependency, named so that its compiled speedups are
 # fetched for the board's CPython rather than left to pip's resolution.
-WHEELS = ("cffi", "numpy", "rich", "jinja2", "markupsafe")
+# starlette and uvicorn run `edgerun serve` on the board (the `serve` extra);
+# pip adds their pure-Python dependencies (anyio, idna, click, h11,
+# typing_extensions), chosen for the board's Python version. pyyaml reads the
+# device's edgerun.yaml (`edgerun serve --config /opt/edgerun`, edgerun.ota).
+WHEELS = ("cffi", "numpy", "rich", "jinja2", "markupsafe", "starlette", "uvicorn", "pyyaml")
 
 # libstdc++6: numpy's C++ extension modules link against it.
 BASE_PACKAGES = ("libc6", "libstdc++6")

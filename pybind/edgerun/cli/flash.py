@@ -15,6 +15,8 @@ examples:
   edgerun flash --status --board rpi5 --target DIR
   edgerun flash --from http://updates.example/edgerun/ --board rpi5 --target DIR --cert cert.pem
       # the newest release for rpi5 in the server's index.json (--version V for another)
+  edgerun flash --from https://updates.example/edgerun/ --ca update-ca.pem ...
+      # an https server checked against its own CA
 
 The active slot is never written. If anything fails (bad signature, another
 board, no space, failed health check, interruption), the device stays on the
@@ -35,9 +37,12 @@ def register(sub):
     p = sub.add_parser("flash", help="A/B install a bundle onto a device (folder or ssh)",
                        description=__doc__, epilog=EPILOG, formatter_class=formatter())
     p.add_argument("bundle", nargs="?", help="the .swu bundle (from edgerun package)")
-    p.add_argument("--from", dest="from_url", metavar="URL",
-                   help="pull the release from an update server (its root or index.json) instead of BUNDLE")
+    p.add_argument("--from", dest="from_url", metavar="URL|DIR",
+                   help="pull the release from an update server (its root or index.json; http(s)://, file:// or "
+                        "the folder `edgerun release --to` wrote) instead of BUNDLE")
     p.add_argument("--version", help="with --from: this release instead of the newest")
+    p.add_argument("--ca", metavar="PEM", help="with --from https://: the CA the server's certificate must chain "
+                   "to (default: the system's, or SSL_CERT_FILE)")
     p.add_argument("--cert", help="certificate the bundle must be signed with")
     p.add_argument("--no-downgrade", action="store_true", help="refuse a version older than the active one")
     p.add_argument("--status", action="store_true", help="only report the slots and the history")
@@ -68,7 +73,7 @@ def main(args):
                 print(f"edgerun flash: {m}", file=sys.stderr, flush=True)
         if args.from_url:
             ev = flash.flash_from(args.from_url, args.board, args.target, args.cert, args.version,
-                                  args.no_downgrade, args.identity, args.ssh_option, progress=say)
+                                  args.no_downgrade, args.identity, args.ssh_option, progress=say, ca=args.ca)
         else:
             ev = flash.flash(args.bundle, args.board, args.target, args.cert, args.no_downgrade, args.identity,
                              args.ssh_option, progress=say)

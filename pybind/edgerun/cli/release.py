@@ -22,7 +22,10 @@ test.json, bench-<board>.json and .png, package.json, publish.json, release.json
 index.json, replaced atomically; earlier releases stay. Devices pull with
   swupdate -k cert.pem -H <hardware>:<rev> -e stable,slot-b -d "-u URL/<board>/<version>/<file>.swu"
   edgerun flash --from URL --board B --target DIR --cert cert.pem
-For an http(s) URL, credentials come from the URL or EDGERUN_PUBLISH_AUTH=user:password.
+For an http(s) URL, credentials come from the URL or EDGERUN_PUBLISH_AUTH=user:password,
+and --ca names the CA an https server must chain to (default: the system's, or
+SSL_CERT_FILE). Publishers to one server take turns under a lock collection
+(.edgerun-publish.lock/) on it, so concurrent releases keep every index entry.
 """
 
 
@@ -36,6 +39,8 @@ def register(sub):
     p.add_argument("--cert", required=True, help="certificate of the key (PEM)")
     p.add_argument("--to", required=True, metavar="DIR|URL", help="update server: web root folder, file:// "
                    "or http(s):// (WebDAV)")
+    p.add_argument("--ca", metavar="PEM", help="for an https:// --to: the CA the server's certificate must chain "
+                   "to (default: the system's, or SSL_CERT_FILE)")
     p.add_argument("--report-dir", metavar="DIR", help="where every step's report goes")
     p.add_argument("--config", metavar="YAML", help="device configuration to ship (default: generated)")
     p.add_argument("--build-dir", metavar="DIR", help="take the runtime from this build dir (no build)")
@@ -43,6 +48,8 @@ def register(sub):
     p.add_argument("--bench-report", metavar="JSON", help="use this `edgerun bench --board` report "
                    "(gates evaluated again)")
     p.add_argument("--problems", type=int, metavar="N", help="held-out problems per CPU model for the test")
+    p.add_argument("--bench-repeat", type=int, metavar="N", help="bench runs per CPU model (default 5; the "
+                   "gates compare the same workload with fewer runs)")
     p.add_argument("--cpu", action="append", default=None, metavar="MODEL", help="only this qemu CPU model")
     p.add_argument("--json", action="store_true", help="print release.json")
     p.set_defaults(func=main)
@@ -53,7 +60,8 @@ def main(args):
     rd = args.report_dir or f"release-{args.board}-{args.version}"
     doc = release(args.board, args.model, args.version, args.key, args.cert, args.to, rd,
                   test_report=args.test_report, bench_report=args.bench_report, build_dir=args.build_dir,
-                  config=args.config, problems=args.problems, cpus=args.cpu, log=sys.stderr)
+                  config=args.config, problems=args.problems, cpus=args.cpu,
+                  bench_repeat=args.bench_repeat, ca=args.ca, log=sys.stderr)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

@@ -32,8 +32,8 @@ def register(sub):
     p.add_argument("--no-model", dest="model_checks", action="store_false", help="skip the model checks")
     p.add_argument("--json", action="store_true", help="print the report as JSON (the table goes to stderr)")
     p.add_argument("--python", action="store_true",
-                   help="instead: run examples/device/*.py under qemu with the board's own Python "
-                        "(edgerun sysroot; edgerun/boards/device_python.py)")
+                   help="instead: run examples/device/*.py and `edgerun serve` (GET /health, one completion) "
+                        "under qemu with the board's own Python (edgerun sysroot; edgerun/boards/device_python.py)")
     p.set_defaults(func=main)
 
 

@@ -230,21 +230,26 @@ def flash(bundle, board, target, cert, no_downgrade=False, identity=None, ssh_op
 
 
 def flash_from(url, board, target, cert, version=None, no_downgrade=False, identity=None, ssh_options=(),
-               progress=None):
+               progress=None, ca=None):
     """Pulls the release for `board` from the update server at `url` (its
     root or its index.json; see edgerun.ota.publish), checks the index's size
     and sha256, then flashes it like a local bundle (signature, board, A/B,
-    health check). Nothing is written to the device before both checks pass."""
+    health check). Nothing is written to the device before both checks pass.
+    `ca`: the CA file an https server must be signed by (default: the
+    system's trusted CAs, or SSL_CERT_FILE)."""
     from . import publish
     b = boards.load(board)
-    index, iu = publish.fetch_index(url)
+    if "://" not in str(url):
+        # a folder: the web root `edgerun release --to DIR` wrote (a mounted share, a test)
+        url = pathlib.Path(url).resolve().as_uri() + ("/" if pathlib.Path(url).is_dir() else "")
+    index, iu = publish.fetch_index(url, ca)
     rel = publish.pick(index, b, version)
     burl = urllib.parse.urljoin(iu, rel["path"])
     if progress:
         progress(f"downloading {rel['version']} from {burl}")
     with tempfile.TemporaryDirectory(prefix="edgerun-pull-") as td:
         dest = publish.download(burl, pathlib.Path(td) / pathlib.PurePosixPath(rel["path"]).name,
-                                rel["sha256"], rel["bytes"])
+                                rel["sha256"], rel["bytes"], ca=ca)
         ev = flash(dest, b, target, cert, no_downgrade, identity, ssh_options, progress)
     return dict(ev, url=burl)
 

@@ -26,18 +26,22 @@ Targets (`--to`):
   http(s)://host/path  a WebDAV server (nginx dav_methods, lighttpd mod_webdav,
                        Apache mod_dav): MKCOL the folders, PUT the bundle, PUT
                        the new index under a temporary name and MOVE it over
-                       index.json (a rename on the server: atomic for readers).
+                       index.json (a rename on the server: atomic for readers),
+                       all under a lock collection on the server (dav_lock.py)
+                       so concurrent publishers do not lose each other's entry.
 """
 import base64
 import contextlib
 import datetime
 import fcntl
+import functools
 import hashlib
 import http.client
 import json
 import os
 import pathlib
 import shutil
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -45,6 +49,7 @@ import urllib.request
 import uuid
 
 from ..errors import OtaError
+from . import dav_lock
 from .package import check_version, version_key
 
 INDEX = "index.json"
@@ -132,16 +137,19 @@ def sha256_file(path):
 
 # ------------------------------------------------------------------ publishing
 
-def publish(bundle, manifest, to, log=None):
+def publish(bundle, manifest, to, log=None, lock_timeout_s=None, lock_stale_s=None, ca=None):
     """Publishes `bundle` (its verified manifest given) to `to` (a folder,
-    file:// or http(s):// URL). Returns {"to", "url", "entry", "added", "index"}."""
+    file:// or http(s):// URL). Returns {"to", "url", "entry", "added", "index"}.
+    For a URL, lock_timeout_s / lock_stale_s tune the server's publish lock
+    (edgerun.ota.dav_lock) and `ca` is the CA file an https server is checked
+    against (default: the system's)."""
     check_version(manifest["version"])
     sha, n = sha256_file(bundle), pathlib.Path(bundle).stat().st_size
     entry = entry_for(manifest, sha, n)
     to = str(to)
     scheme = urllib.parse.urlsplit(to).scheme
     if scheme in ("http", "https"):
-        return _publish_http(bundle, entry, to, log)
+        return _publish_http(bundle, entry, to, log, lock_timeout_s, lock_stale_s, ca)
     if scheme == "file":
         to = urllib.parse.unquote(urllib.parse.urlsplit(to).path)
     elif "://" in to:
@@ -185,20 +193,43 @@ def _publish_dir(bundle, entry, root, log):
     return {"to": str(root), "url": dst.as_uri(), "entry": entry, "added": added, "index": str(ip)}
 
 
-def _request(method, url, data=None, headers=None, auth=None):
+def ssl_context(ca=None):
+    """The TLS settings for an https server: `ca` (a PEM file) as the only
+    trusted authority when given (an update server with its own CA), else the
+    system's store (SSL_CERT_FILE / SSL_CERT_DIR override it, as OpenSSL reads
+    them)."""
+    if ca is None:
+        return None
+    if not pathlib.Path(ca).is_file():
+        raise FileNotFoundError(2, "No such file or directory", str(ca))
+    return ssl.create_default_context(cafile=str(ca))
+
+
+def _urlopen(req, context):
+    try:
+        return urllib.request.urlopen(req, timeout=_TIMEOUT, context=context)
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, ssl.SSLCertVerificationError):
+            url = req.full_url if hasattr(req, "full_url") else req
+            raise OtaError(f"{url}: the server's certificate does not verify ({e.reason.verify_message}); "
+                           "give its CA with --ca FILE (or SSL_CERT_FILE)") from None
+        raise
+
+
+def _request(method, url, data=None, headers=None, auth=None, context=None):
     req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
     if auth:
         req.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
     try:
-        with urllib.request.urlopen(req, timeout=_TIMEOUT) as r:
-            return r.status, r.read()
+        with _urlopen(req, context) as r:
+            return r.status, r.read(), r.headers
     except urllib.error.HTTPError as e:
-        return e.code, e.read()
+        return e.code, e.read(), e.headers
     except (urllib.error.URLError, OSError) as e:
         raise OtaError(f"{method} {url}: {getattr(e, 'reason', e)}") from None
 
 
-def _publish_http(bundle, entry, to, log):
+def _publish_http(bundle, entry, to, log, lock_timeout_s=None, lock_stale_s=None, ca=None):
     u = urllib.parse.urlsplit(to)
     # user:password in the URL, or EDGERUN_PUBLISH_AUTH (from the CI's secrets)
     auth = os.environ.get("EDGERUN_PUBLISH_AUTH")
@@ -206,7 +237,19 @@ def _publish_http(bundle, entry, to, log):
         auth = f"{urllib.parse.unquote(u.username)}:{urllib.parse.unquote(u.password or '')}"
         u = u._replace(netloc=u.hostname + (f":{u.port}" if u.port else ""))
     base = urllib.parse.urlunsplit(u).rstrip("/") + "/"
-    st, body = _request("GET", base + INDEX, auth=auth)
+    req = functools.partial(_request, auth=auth, context=ssl_context(ca))
+    st, _, _ = req("MKCOL", base)
+    if st not in (201, 405):                   # 405: the collection exists
+        raise OtaError(f"MKCOL {base}: HTTP {st} (is WebDAV enabled on the server?)")
+    with dav_lock.held(req, base, timeout_s=lock_timeout_s, stale_s=lock_stale_s, log=log):
+        added = _publish_http_locked(bundle, entry, base, req, log)
+    return {"to": to, "url": base + entry["path"], "entry": entry, "added": added, "index": base + INDEX}
+
+
+def _publish_http_locked(bundle, entry, base, req, log):
+    """Read, merge and replace the index (the caller holds the server's
+    publish lock, so no other publisher's entry is lost in between)."""
+    st, body, _ = req("GET", base + INDEX)
     if st == 404:
         index = empty_index()
     elif st == 200:
@@ -215,36 +258,36 @@ def _publish_http(bundle, entry, to, log):
         raise OtaError(f"GET {base + INDEX}: HTTP {st}")
     new, added = merge(index, entry)
     url = base + entry["path"]
-    if added:
-        parts = entry["path"].split("/")[:-1]
-        # the base folder first (a fresh server), then the release's folders
-        for d in [base] + [base + "/".join(parts[:i]) + "/" for i in range(1, len(parts) + 1)]:
-            st, _ = _request("MKCOL", d, auth=auth)
-            if st not in (201, 405):           # 405: the collection exists
-                raise OtaError(f"MKCOL {d}: HTTP {st} (is WebDAV enabled on the server?)")
-        with open(bundle, "rb") as f:
-            data = f.read()
-        st, _ = _request("PUT", url, data=data, headers={"Content-Type": "application/octet-stream"}, auth=auth)
-        if st not in (200, 201, 204):
-            raise OtaError(f"PUT {url}: HTTP {st}")
-        # Read back what the server stores before the index points at it.
-        st, got = _request("GET", url, auth=auth)
-        if st != 200 or hashlib.sha256(got).hexdigest() != entry["sha256"]:
-            raise OtaError(f"{url}: the server does not return the bytes just uploaded (HTTP {st})")
-        tmp = base + f".{INDEX}.{uuid.uuid4().hex[:8]}.tmp"
-        st, _ = _request("PUT", tmp, data=(json.dumps(new, indent=1) + "\n").encode(),
-                         headers={"Content-Type": "application/json"}, auth=auth)
-        if st not in (200, 201, 204):
-            raise OtaError(f"PUT {tmp}: HTTP {st}")
-        st, _ = _request("MOVE", tmp, headers={"Destination": base + INDEX, "Overwrite": "T"}, auth=auth)
-        if st not in (201, 204):
-            _request("DELETE", tmp, auth=auth)
-            raise OtaError(f"MOVE {tmp} -> {base + INDEX}: HTTP {st}")
+    if not added:
         if log:
-            print(f"published {url} and {base + INDEX}", file=log)
-    elif log:
-        print(f"{url}: already published with the same contents", file=log)
-    return {"to": to, "url": url, "entry": entry, "added": added, "index": base + INDEX}
+            print(f"{url}: already published with the same contents", file=log)
+        return False
+    parts = entry["path"].split("/")[:-1]
+    for d in [base + "/".join(parts[:i]) + "/" for i in range(1, len(parts) + 1)]:
+        st, _, _ = req("MKCOL", d)
+        if st not in (201, 405):
+            raise OtaError(f"MKCOL {d}: HTTP {st} (is WebDAV enabled on the server?)")
+    with open(bundle, "rb") as f:
+        data = f.read()
+    st, _, _ = req("PUT", url, data=data, headers={"Content-Type": "application/octet-stream"})
+    if st not in (200, 201, 204):
+        raise OtaError(f"PUT {url}: HTTP {st}")
+    # Read back what the server stores before the index points at it.
+    st, got, _ = req("GET", url)
+    if st != 200 or hashlib.sha256(got).hexdigest() != entry["sha256"]:
+        raise OtaError(f"{url}: the server does not return the bytes just uploaded (HTTP {st})")
+    tmp = base + f".{INDEX}.{uuid.uuid4().hex[:8]}.tmp"
+    st, _, _ = req("PUT", tmp, data=(json.dumps(new, indent=1) + "\n").encode(),
+                   headers={"Content-Type": "application/json"})
+    if st not in (200, 201, 204):
+        raise OtaError(f"PUT {tmp}: HTTP {st}")
+    st, _, _ = req("MOVE", tmp, headers={"Destination": base + INDEX, "Overwrite": "T"})
+    if st not in (201, 204):
+        req("DELETE", tmp)
+        raise OtaError(f"MOVE {tmp} -> {base + INDEX}: HTTP {st}")
+    if log:
+        print(f"published {url} and {base + INDEX}", file=log)
+    return True
 
 
 # ------------------------------------------------------------------ fetching
@@ -254,10 +297,10 @@ def index_url(url):
     return url if url.endswith(".json") else url.rstrip("/") + "/" + INDEX
 
 
-def fetch_index(url):
+def fetch_index(url, ca=None):
     iu = index_url(url)
     try:
-        with urllib.request.urlopen(iu, timeout=_TIMEOUT) as r:
+        with _urlopen(iu, ssl_context(ca)) as r:
             return parse_index(r.read(), iu), iu
     except urllib.error.HTTPError as e:
         raise OtaError(f"{iu}: HTTP {e.code}") from None
@@ -265,12 +308,13 @@ def fetch_index(url):
         raise OtaError(f"{iu}: {getattr(e, 'reason', e)}") from None
 
 
-def download(url, dest, sha256, nbytes, retries=3):
+def download(url, dest, sha256, nbytes, retries=3, ca=None):
     """Downloads `url` to `dest`, resuming with a Range request after a broken
     transfer (up to `retries` more times; a partial file left by an earlier
     call is resumed too), and checks the size and the sha256 the index gives
     before returning. A complete file that does not match is removed and refused."""
     dest = pathlib.Path(dest)
+    context = ssl_context(ca)
     tries, why = 0, None
     while True:
         have = dest.stat().st_size if dest.exists() else 0
@@ -280,7 +324,7 @@ def download(url, dest, sha256, nbytes, retries=3):
         if have < nbytes:
             req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
             try:
-                with urllib.request.urlopen(req, timeout=_TIMEOUT) as r:
+                with _urlopen(req, context) as r:
                     # 200 to a Range request: the server sends it all again
                     with open(dest, "ab" if have and r.status == 206 else "wb") as f:
                         for b in iter(lambda: r.read(1 << 16), b""):

@@ -68,12 +68,17 @@ def check_bench(report, board, baseline):
 
 
 def release(board, model, version, key, cert, to, report_dir, test_report=None, bench_report=None,
-            build_dir=None, config=None, problems=None, cpus=None, log=sys.stderr):
+            build_dir=None, config=None, problems=None, cpus=None, bench_repeat=None, ca=None,
+            log=sys.stderr):
     """Runs the chain; returns the release.json document. Raises ReleaseError
     (one line) when a step fails; the report folder keeps what ran."""
     b = boards.load(board)
     from .package import check_version
     check_version(version)
+    if bench_repeat is not None and bench_repeat < 1:
+        raise ValueError(f"--bench-repeat must be >= 1, got {bench_repeat}")
+    if problems is not None and problems < 1:
+        raise ValueError(f"--problems must be >= 1, got {problems}")
     model = pathlib.Path(model)
     if not model.is_file():
         raise FileNotFoundError(2, "No such file or directory", str(model))
@@ -141,7 +146,10 @@ def release(board, model, version, key, cert, to, report_dir, test_report=None, 
             rep = {k: v for k, v in rep.items() if k not in ("gates", "passed")}
         else:
             say = (lambda *a: print(*a, file=log)) if log else (lambda *a: None)
-            rep = bench_board.bench_board(b, bdir, model, rd / "bench", cpus=cpus, log=say)
+            # the repeat count is not part of the workload a baseline is
+            # compared on: fewer repeats gate the same figures, less smoothed
+            kw = {"repeat": bench_repeat} if bench_repeat else {}
+            rep = bench_board.bench_board(b, bdir, model, rd / "bench", cpus=cpus, log=say, **kw)
         gate_list = bench_board.gates(rep, b.latency, baseline)
         bench_board.write_outputs(rep, gate_list, rd)      # JSON and the PNG, also when a gate fails
         check_bench(rep, b, baseline)
@@ -159,7 +167,7 @@ def release(board, model, version, key, cert, to, report_dir, test_report=None, 
     man = step("package", do_package)
 
     def do_publish():
-        res = pub.publish(bundle, man, to, log=log)
+        res = pub.publish(bundle, man, to, log=log, ca=ca)
         _write(rd, "publish.json", res)
         return res
     res = step("publish", do_publish)
