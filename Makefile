@@ -281,7 +281,11 @@ bench: build
 # (scripts/bench_serve.py): aggregate tokens/s of 1, 2 and 4 streaming clients,
 # then the burst test -- 3 clients generate while a 1,000-token prompt arrives
 # every 10 s -- with the prompt's chunks held to 0.5 of the decode work per step
-# and not held (100): the clients' per-token p99 during the bursts over the baseline. ~5 min on 2 cores; writes $(BENCH_DIR)/serve.json.
+# and not held (100): the clients' per-token p99 during the bursts over the baseline.
+# Then the same workload against llama.cpp's server (llama-cpp-python's
+# `python -m llama_cpp.server`, from setup's bench group), side by side; its
+# column is skipped when the server extra is not installed (--no-peer in
+# SERVE_BENCH_ARGS skips it). ~7 min on 2 cores; writes $(BENCH_DIR)/serve.json.
 SERVE_MODEL := $(BENCH_DIR)/llama110m-q4_0.gguf
 SERVE_BENCH_ARGS ?= --threads 1 --prefill-share 0.5 100
 .PHONY: bench-serve soak-serve

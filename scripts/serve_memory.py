@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Where `edgerun serve`'s memory goes under a stream of requests (a
+diagnostic: it reports, it does not fail).
+
+    python scripts/serve_memory.py [MODEL] [--batches 6] [--per-batch 1000] [--tracemalloc]
+
+The server runs in this process (Server.start_in_thread, loopback, 4 slots,
+1 thread); the clients run in a child process (this script with --client),
+so nothing they allocate is counted here. The request mix is the soak's
+(tests/test_serve_soak.py): completions and chat, plain and streamed, and a
+bad request, from 4 client threads. After each batch of --per-batch requests,
+once gc has run, it prints
+
+  rss         VmRSS of this process
+  py_blocks   sys.getallocatedblocks(): objects and buffers Python holds
+  pym_used    pymalloc's allocated blocks (Python's small objects, in arenas
+              the interpreter mmaps itself: not in malloc's counts)
+  pym_arenas  pymalloc's arenas (1 MiB each)
+  traced      with --tracemalloc: bytes tracemalloc sees allocated by Python
+  heap_used   glibc mallinfo2().uordblks: bytes malloc has handed out
+  heap_free   mallinfo2().fordblks: bytes free inside malloc's arenas
+  arenas      mallinfo2().arena + hblkhd: bytes malloc holds from the OS
+  threads     threading.active_count()
+
+and with --tracemalloc, the allocation sites that grew most since the first
+batch. Growth in rss with py_blocks and heap_used flat is the allocator
+(free memory it keeps, in arenas or per-thread caches), not a leak.
+"""
+import argparse
+import ctypes
+import gc
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "pybind"))
+sys.path.insert(0, str(REPO / "scripts"))
+
+KB_COLS = ("heap_used", "heap_free", "arenas", "traced", "pym_used", "pym_arenas")
+PLAIN_TEMPLATE = "{{ bos_token }}{{ messages[-1]['content'] }}"
+
+
+def rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def mallinfo():
+    """glibc's mallinfo2() (all arenas), or None off glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+    m = fn()
+    return {"heap_used": m.uordblks + m.hblkhd, "heap_free": m.fordblks, "arenas": m.arena + m.hblkhd}
+
+
+def pymalloc():
+    """pymalloc (obmalloc: Python's small objects, in 1 MiB arenas it mmaps
+    itself, invisible to mallinfo): bytes in allocated blocks and in arenas,
+    from sys._debugmallocstats()."""
+    import tempfile
+    with tempfile.TemporaryFile("w+") as f:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        out = {}
+        for line in f:
+            if line.startswith("# bytes in allocated blocks"):
+                out["pym_used"] = int(line.split("=")[1].replace(",", ""))
+            elif line.startswith("# arenas allocated current"):
+                out["pym_arenas"] = int(line.split("=")[1].replace(",", "")) << 20
+        return out
+
+
+# ------------------------------------------------------------------ client side
+def client_main(base, model):
+    """Reads 'N START' lines; runs requests START..START+N-1; answers 'ok FAILED'."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    import openai
+
+    import addition_task as task
+    problems = task.make_problems(task.HELD_OUT_COUNT, task.HELD_OUT_SEED, "test")
+    api = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=60)
+    http = httpx.Client(timeout=60)
+
+    def one(i):
+        a, b = problems[i % len(problems)]
+        kind = i % 5
+        if kind == 4:
+            r = http.post(f"{base}/v1/completions", json={"model": model, "prompt": "1", "max_tokens": -1})
+            return r.status_code == 400
+        kw = dict(model=model, max_tokens=task.MAX_NEW_TOKENS, temperature=0)
+        if kind == 0:
+            text = api.completions.create(prompt=task.prompt(a, b), **kw).choices[0].text
+        elif kind == 1:
+            text = "".join(c.choices[0].text for c in api.completions.create(prompt=task.prompt(a, b),
+                                                                              stream=True, **kw))
+        elif kind == 2:
+            text = api.chat.completions.create(messages=[{"role": "user", "content": task.prompt(a, b)}],
+                                               **kw).choices[0].message.content
+        else:
+            text = "".join(c.choices[0].delta.content or "" for c in api.chat.completions.create(
+                messages=[{"role": "user", "content": task.prompt(a, b)}], stream=True, **kw) if c.choices)
+        return task.is_correct(a, b, text)
+
+    with ThreadPoolExecutor(4) as pool:
+        for line in sys.stdin:
+            n, start = map(int, line.split())
+            ok = list(pool.map(one, range(start, start + n)))
+            print(f"ok {ok.count(False)}", flush=True)
+
+
+# ------------------------------------------------------------------ server side
+def sample(traced):
+    gc.collect()
+    row = {"rss": rss_kb(), "py_blocks": sys.getallocatedblocks(),
+           "threads": threading.active_count(), **pymalloc()}
+    row.update(mallinfo() or {})
+    if traced:
+        import tracemalloc
+        row["traced"] = tracemalloc.get_traced_memory()[0]
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", default=None, help="GGUF file (default: the embedded model)")
+    ap.add_argument("--batches", type=int, default=6)
+    ap.add_argument("--per-batch", type=int, default=1000)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--tracemalloc", action="store_true", help="trace Python allocations (slower)")
+    ap.add_argument("--top", type=int, default=12, help="allocation sites to list with --tracemalloc")
+    ap.add_argument("--client", metavar="BASE", help=argparse.SUPPRESS)
+    ap.add_argument("--client-model", default="edgerun-add", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.client:
+        return client_main(args.client, args.client_model)
+
+    import edgerun
+    from edgerun.serve import Server
+    if args.tracemalloc:
+        import tracemalloc
+        tracemalloc.start(8)
+    tpl = PLAIN_TEMPLATE
+    with edgerun.Model(args.model, n_sessions=4, n_threads=1) as m:
+        srv = Server(m, parallel=4, chat_template=tpl)
+        port = srv.start_in_thread()
+        base = f"http://127.0.0.1:{port}"
+        child = subprocess.Popen([sys.executable, __file__, "--client", base, "--client-model", m.path.stem],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        start = 0
+
+        def batch(n):
+            nonlocal start
+            child.stdin.write(f"{n} {start}\n")
+            child.stdin.flush()
+            line = child.stdout.readline().split()
+            start += n
+            if not line or line[0] != "ok":
+                raise RuntimeError(f"the client process ended: {line}")
+            return int(line[1])
+
+        try:
+            failed = batch(args.warmup)
+            first = sample(args.tracemalloc)
+            snap0 = tracemalloc.take_snapshot() if args.tracemalloc else None
+            cols = [k for k in first]
+            print(f"serve_memory: {m.path.name}, 4 slots; after {args.warmup} warm-up requests, then per batch of "
+                  f"{args.per_batch} (kB; py_blocks in blocks)")
+            print("  requests " + " ".join(f"{c:>11}" for c in cols))
+
+            def show(n, row):
+                vals = [row[c] // 1024 if c in KB_COLS else row[c]
+                        for c in cols]
+                delta = [row[c] - first[c] for c in cols]
+                print(f"  {n:8d} " + " ".join(f"{v:>11}" for v in vals))
+                print("   growth  " + " ".join(
+                    f"{(d // 1024 if c in KB_COLS else d):>+11}"
+                    for c, d in zip(cols, delta)))
+            show(0, first)
+            for i in range(args.batches):
+                t0 = time.perf_counter()
+                failed += batch(args.per_batch)
+                row = sample(args.tracemalloc)
+                show((i + 1) * args.per_batch, row)
+                print(f"           ({time.perf_counter() - t0:.1f} s, failed so far {failed})", flush=True)
+            if args.tracemalloc:
+                snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+                print(f"  tracemalloc: top {args.top} sites by growth since the first batch")
+                for st in snap.compare_to(snap0, "traceback")[:args.top]:
+                    print(f"    {st.size_diff / 1024:+9.1f} kB {st.count_diff:+7d} blocks  "
+                          f"{st.traceback.format()[-2:]}")
+        finally:
+            child.stdin.close()
+            child.wait(timeout=60)
+            srv.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
