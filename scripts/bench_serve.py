@@ -133,10 +133,12 @@ def burst(base, model_id, prompt, long_prompt, seconds, interval, bursts, gen_to
     t_base1 = time.perf_counter()
     windows, prefill_s = [], []
     http = httpx.Client(timeout=600)
-    for _ in range(bursts):
+    for i in range(bursts):
         t = time.perf_counter()
-        r = http.post(f"{base}/v1/completions", json={"model": model_id, "prompt": long_prompt, "max_tokens": 1,
-                                                       "temperature": 0})
+        # Each burst starts differently: both servers reuse a cached prefix,
+        # and a repeated prompt would be prefilled once, not once per burst.
+        r = http.post(f"{base}/v1/completions", json={"model": model_id, "prompt": f"{i}{long_prompt}",
+                                                       "max_tokens": 1, "temperature": 0})
         done = time.perf_counter()
         if r.status_code != 200:
             raise RuntimeError(f"burst request: HTTP {r.status_code}: {r.text[:200]}")
@@ -241,6 +243,7 @@ def main():
                     help="K/V cache type of both servers (llama.cpp's default is f16)")
     ap.add_argument("--seconds", type=float, default=10.0, help="measuring time per throughput point / baseline")
     ap.add_argument("--gen-tokens", type=int, default=128, help="tokens per generating request")
+    ap.add_argument("--prompt", default=PROMPT, help="the generating clients' prompt; the long prompt repeats it")
     ap.add_argument("--burst-tokens", type=int, default=1000)
     ap.add_argument("--interval", type=float, default=10.0)
     ap.add_argument("--bursts", type=int, default=3)
@@ -260,7 +263,7 @@ def main():
         sys.exit(f"bench_serve: {path} does not exist; `make bench-serve` makes the default model "
                  f"(python scripts/make_bench_model.py {DEFAULT_MODEL} --type q4_0 --shape 110m)")
     out = {"model": path.name, "threads": args.threads, "parallel": args.parallel, "kv_type": args.kv_type,
-           "gen_tokens": args.gen_tokens, "prompt": PROMPT, "burst_tokens": args.burst_tokens}
+           "gen_tokens": args.gen_tokens, "prompt": args.prompt, "burst_tokens": args.burst_tokens}
     with edgerun.Model(path, n_ctx=args.ctx, n_threads=args.threads, n_sessions=args.parallel,
                        kv_type=args.kv_type) as m:
         if m.n_ctx < args.burst_tokens + 1:
@@ -270,12 +273,12 @@ def main():
         model_id = m.path.stem
         # Both servers get text, so both tokenize it themselves; the long
         # prompt is text that is --burst-tokens tokens long for this file.
-        filler = tok.encode(" the quick brown fox jumps over the lazy dog" * 200, add_special=False)
+        filler = tok.encode(f" {args.prompt}" * args.burst_tokens, add_special=False)
         long_prompt = tok.decode(filler[:args.burst_tokens - 1])
-        out["prompt_tokens"] = len(tok.encode(PROMPT))
+        out["prompt_tokens"] = len(tok.encode(args.prompt))
         out["burst_prompt_tokens"] = len(tok.encode(long_prompt))
         print(f"bench_serve: {path.name}, {args.threads} thread(s), {args.parallel} slots, n_ctx {m.n_ctx}, "
-              f"isa {m.isa}, K/V {args.kv_type}; prompt {PROMPT!r} ({out['prompt_tokens']} tokens), "
+              f"isa {m.isa}, K/V {args.kv_type}; prompt {args.prompt!r} ({out['prompt_tokens']} tokens), "
               f"{args.gen_tokens} tokens per request")
         print("  edgerun serve (in this process):")
         ours = {}
@@ -284,7 +287,7 @@ def main():
                          prefill_share=share)
             port = srv.start_in_thread()
             try:
-                res = run_server(f"http://127.0.0.1:{port}", model_id, PROMPT, long_prompt, args,
+                res = run_server(f"http://127.0.0.1:{port}", model_id, args.prompt, long_prompt, args,
                                  {"ignore_eos": True}, share=share, throughput_too=i == 0)
             finally:
                 srv.stop()
@@ -303,7 +306,7 @@ def main():
         try:
             with llama_server.serving(path, model_id, n_ctx, args.threads, batch=args.prefill_chunk,
                                       kv_type=args.kv_type) as base:
-                peer = run_server(base, model_id, PROMPT, long_prompt, args, {"logit_bias": eos_bias})
+                peer = run_server(base, model_id, args.prompt, long_prompt, args, {"logit_bias": eos_bias})
         except RuntimeError as e:
             why = f"llama.cpp's server: {e}"
     out["llama_cpp_server"] = ({"version": llama_server.version(), **peer} if peer is not None

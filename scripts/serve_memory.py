@@ -21,6 +21,11 @@ once gc has run, it prints
   heap_free   mallinfo2().fordblks: bytes free inside malloc's arenas
   arenas      mallinfo2().arena + hblkhd: bytes malloc holds from the OS
   threads     threading.active_count()
+  sm_heap, sm_anon, sm_file   resident kB by mapping (/proc/PID/smaps): the
+              main malloc heap, other anonymous memory, files
+
+--process serves from `python -m edgerun serve` as the soak test does; only
+rss, threads and the sm_* columns can be read from outside.
 
 and with --tracemalloc, the allocation sites that grew most since the first
 batch. Growth in rss with py_blocks and heap_used flat is the allocator
@@ -40,7 +45,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "pybind"))
 sys.path.insert(0, str(REPO / "scripts"))
 
-KB_COLS = ("heap_used", "heap_free", "arenas", "traced", "pym_used", "pym_arenas")
+KB_COLS = ("heap_used", "heap_free", "arenas", "traced", "pym_used", "pym_arenas")   # bytes, shown as kB
 PLAIN_TEMPLATE = "{{ bos_token }}{{ messages[-1]['content'] }}"
 
 
@@ -134,15 +139,87 @@ def client_main(base, model):
 
 
 # ------------------------------------------------------------------ server side
+def smaps_kb(pid="self"):
+    """Resident kB of a process by kind of mapping: the main malloc heap
+    ([heap]), other anonymous memory (pymalloc's arenas, malloc's mmap'd
+    chunks and per-thread arenas, thread stacks: 'anon'), and files
+    (libraries, the mapped model: 'file')."""
+    out = {"sm_heap": 0, "sm_anon": 0, "sm_file": 0}
+    kind = None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if not head[0].endswith(":"):          # a mapping's header line; its fields follow
+                path = head[5] if len(head) > 5 else ""
+                kind = "sm_heap" if path == "[heap]" else "sm_file" if path.startswith("/") else "sm_anon"
+            elif head[0] == "Rss:":
+                out[kind] += int(head[1])
+    return out
+
+
 def sample(traced):
     gc.collect()
-    row = {"rss": rss_kb(), "py_blocks": sys.getallocatedblocks(),
-           "threads": threading.active_count(), **pymalloc()}
+    row = {"rss": rss_kb(), "py_blocks": sys.getallocatedblocks(), "threads": threading.active_count(),
+           **pymalloc(), **smaps_kb()}
     row.update(mallinfo() or {})
     if traced:
         import tracemalloc
         row["traced"] = tracemalloc.get_traced_memory()[0]
     return row
+
+
+def sample_process(pid):
+    """What can be read from outside: RSS and its kinds of mapping."""
+    with open(f"/proc/{pid}/status") as f:
+        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    with open(f"/proc/{pid}/status") as f:
+        threads = next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+    return {"rss": rss, "threads": threads, **smaps_kb(pid)}
+
+
+def in_process(args, tpl):
+    """(base, model id, sampler, closer) for a server in this process."""
+    import edgerun
+    from edgerun.serve import Server
+    m = edgerun.Model(args.model, n_sessions=4, n_threads=1)
+    srv = Server(m, parallel=4, chat_template=tpl)
+    port = srv.start_in_thread()
+
+    def close():
+        srv.stop()
+        m.close()
+    return f"http://127.0.0.1:{port}", m.path.stem, lambda: sample(args.tracemalloc), close
+
+
+def out_of_process(args, tpl):
+    """The same for `python -m edgerun serve` (as the soak test runs it)."""
+    import socket
+    import tempfile
+
+    import httpx
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tf = tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False)
+    tf.write(tpl)
+    tf.close()
+    cmd = [sys.executable, "-m", "edgerun", "serve", *([args.model] if args.model else []), "--parallel", "4",
+           "--threads", "1", "--chat-template", tf.name, "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=str(REPO / "pybind")))
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    model_id = httpx.get(f"{base}/v1/models").json()["data"][0]["id"]
+
+    def close():
+        proc.terminate()
+        proc.wait(timeout=30)
+        os.unlink(tf.name)
+    return base, model_id, lambda: sample_process(proc.pid), close
 
 
 def main():
@@ -151,6 +228,8 @@ def main():
     ap.add_argument("--batches", type=int, default=6)
     ap.add_argument("--per-batch", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--process", action="store_true",
+                    help="serve from `python -m edgerun serve` (RSS and mappings only) instead of this process")
     ap.add_argument("--tracemalloc", action="store_true", help="trace Python allocations (slower)")
     ap.add_argument("--top", type=int, default=12, help="allocation sites to list with --tracemalloc")
     ap.add_argument("--client", metavar="BASE", help=argparse.SUPPRESS)
@@ -158,65 +237,57 @@ def main():
     args = ap.parse_args()
     if args.client:
         return client_main(args.client, args.client_model)
-
-    import edgerun
-    from edgerun.serve import Server
+    if args.tracemalloc and args.process:
+        ap.error("--tracemalloc traces this process; drop --process")
     if args.tracemalloc:
         import tracemalloc
         tracemalloc.start(8)
-    tpl = PLAIN_TEMPLATE
-    with edgerun.Model(args.model, n_sessions=4, n_threads=1) as m:
-        srv = Server(m, parallel=4, chat_template=tpl)
-        port = srv.start_in_thread()
-        base = f"http://127.0.0.1:{port}"
-        child = subprocess.Popen([sys.executable, __file__, "--client", base, "--client-model", m.path.stem],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        start = 0
+    base, model_id, take, close = (out_of_process if args.process else in_process)(args, PLAIN_TEMPLATE)
+    child = subprocess.Popen([sys.executable, __file__, "--client", base, "--client-model", model_id],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    start = 0
 
-        def batch(n):
-            nonlocal start
-            child.stdin.write(f"{n} {start}\n")
-            child.stdin.flush()
-            line = child.stdout.readline().split()
-            start += n
-            if not line or line[0] != "ok":
-                raise RuntimeError(f"the client process ended: {line}")
-            return int(line[1])
+    def batch(n):
+        nonlocal start
+        child.stdin.write(f"{n} {start}\n")
+        child.stdin.flush()
+        line = child.stdout.readline().split()
+        start += n
+        if not line or line[0] != "ok":
+            raise RuntimeError(f"the client process ended: {line}")
+        return int(line[1])
 
-        try:
-            failed = batch(args.warmup)
-            first = sample(args.tracemalloc)
-            snap0 = tracemalloc.take_snapshot() if args.tracemalloc else None
-            cols = [k for k in first]
-            print(f"serve_memory: {m.path.name}, 4 slots; after {args.warmup} warm-up requests, then per batch of "
-                  f"{args.per_batch} (kB; py_blocks in blocks)")
-            print("  requests " + " ".join(f"{c:>11}" for c in cols))
+    try:
+        failed = batch(args.warmup)
+        first = take()
+        snap0 = tracemalloc.take_snapshot() if args.tracemalloc else None
+        cols = list(first)
+        print(f"serve_memory: {model_id}, 4 slots, {'a process of its own' if args.process else 'in this process'}; "
+              f"after {args.warmup} warm-up requests, then per batch of {args.per_batch} (kB; py_blocks in blocks)")
+        print("  requests " + " ".join(f"{c:>10}" for c in cols))
 
-            def show(n, row):
-                vals = [row[c] // 1024 if c in KB_COLS else row[c]
-                        for c in cols]
-                delta = [row[c] - first[c] for c in cols]
-                print(f"  {n:8d} " + " ".join(f"{v:>11}" for v in vals))
-                print("   growth  " + " ".join(
-                    f"{(d // 1024 if c in KB_COLS else d):>+11}"
-                    for c, d in zip(cols, delta)))
-            show(0, first)
-            for i in range(args.batches):
-                t0 = time.perf_counter()
-                failed += batch(args.per_batch)
-                row = sample(args.tracemalloc)
-                show((i + 1) * args.per_batch, row)
-                print(f"           ({time.perf_counter() - t0:.1f} s, failed so far {failed})", flush=True)
-            if args.tracemalloc:
-                snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
-                print(f"  tracemalloc: top {args.top} sites by growth since the first batch")
-                for st in snap.compare_to(snap0, "traceback")[:args.top]:
-                    print(f"    {st.size_diff / 1024:+9.1f} kB {st.count_diff:+7d} blocks  "
-                          f"{st.traceback.format()[-2:]}")
-        finally:
-            child.stdin.close()
-            child.wait(timeout=60)
-            srv.stop()
+        def kb(c, v):
+            return v // 1024 if c in KB_COLS else v
+
+        def show(n, row):
+            print(f"  {n:8d} " + " ".join(f"{kb(c, row[c]):>10}" for c in cols))
+            print("   growth  " + " ".join(f"{kb(c, row[c] - first[c]):>+10}" for c in cols))
+        show(0, first)
+        for i in range(args.batches):
+            t0 = time.perf_counter()
+            failed += batch(args.per_batch)
+            show((i + 1) * args.per_batch, take())
+            print(f"           ({time.perf_counter() - t0:.1f} s, failed so far {failed})", flush=True)
+        if args.tracemalloc:
+            snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+            print(f"  tracemalloc: top {args.top} sites by growth since the first batch")
+            for st in snap.compare_to(snap0, "traceback")[:args.top]:
+                print(f"    {st.size_diff / 1024:+9.1f} kB {st.count_diff:+7d} blocks  "
+                      f"{st.traceback.format()[-2:]}")
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+        close()
     return 0
 
 
