@@ -15,17 +15,21 @@ once gc has run, it prints
   py_blocks   sys.getallocatedblocks(): objects and buffers Python holds
   pym_used    pymalloc's allocated blocks (Python's small objects, in arenas
               the interpreter mmaps itself: not in malloc's counts)
+  pym_free    free blocks inside pymalloc's pools in use (its fragmentation)
   pym_arenas  pymalloc's arenas (1 MiB each)
   traced      with --tracemalloc: bytes tracemalloc sees allocated by Python
   heap_used   glibc mallinfo2().uordblks: bytes malloc has handed out
   heap_free   mallinfo2().fordblks: bytes free inside malloc's arenas
   arenas      mallinfo2().arena + hblkhd: bytes malloc holds from the OS
   threads     threading.active_count()
+  rss_trimmed with --trim: VmRSS after malloc_trim(0) returned malloc's free
+              pages to the OS (the next sample starts from there)
   sm_heap, sm_anon, sm_file   resident kB by mapping (/proc/PID/smaps): the
               main malloc heap, other anonymous memory, files
 
---process serves from `python -m edgerun serve` as the soak test does; only
-rss, threads and the sm_* columns can be read from outside.
+--process serves from a process of its own running the `edgerun serve`
+command, as the soak test does (uvicorn on the main thread); it samples
+itself on SIGUSR1.
 
 and with --tracemalloc, the allocation sites that grew most since the first
 batch. Growth in rss with py_blocks and heap_used flat is the allocator
@@ -45,7 +49,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "pybind"))
 sys.path.insert(0, str(REPO / "scripts"))
 
-KB_COLS = ("heap_used", "heap_free", "arenas", "traced", "pym_used", "pym_arenas")   # bytes, shown as kB
+KB_COLS = ("heap_used", "heap_free", "arenas", "traced", "pym_used", "pym_free", "pym_arenas")   # bytes, shown as kB
 PLAIN_TEMPLATE = "{{ bos_token }}{{ messages[-1]['content'] }}"
 
 
@@ -93,6 +97,8 @@ def pymalloc():
         for line in f:
             if line.startswith("# bytes in allocated blocks"):
                 out["pym_used"] = int(line.split("=")[1].replace(",", ""))
+            elif line.startswith("# bytes in available blocks"):
+                out["pym_free"] = int(line.split("=")[1].replace(",", ""))
             elif line.startswith("# arenas allocated current"):
                 out["pym_arenas"] = int(line.split("=")[1].replace(",", "")) << 20
         return out
@@ -157,7 +163,7 @@ def smaps_kb(pid="self"):
     return out
 
 
-def sample(traced):
+def sample(traced, trim=False):
     gc.collect()
     row = {"rss": rss_kb(), "py_blocks": sys.getallocatedblocks(), "threads": threading.active_count(),
            **pymalloc(), **smaps_kb()}
@@ -165,16 +171,56 @@ def sample(traced):
     if traced:
         import tracemalloc
         row["traced"] = tracemalloc.get_traced_memory()[0]
+    if trim:
+        row["rss_trimmed"] = malloc_trim()
     return row
 
 
-def sample_process(pid):
-    """What can be read from outside: RSS and its kinds of mapping."""
-    with open(f"/proc/{pid}/status") as f:
-        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    with open(f"/proc/{pid}/status") as f:
-        threads = next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
-    return {"rss": rss, "threads": threads, **smaps_kb(pid)}
+def malloc_trim():
+    """glibc's malloc_trim(0): gives the free pages inside malloc's arenas
+    back to the OS. Returns VmRSS (kB) afterwards, -1 off glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return -1
+    return rss_kb()
+
+
+def serve_child(stats, argv):
+    """`python -m edgerun ARGV` in this process, writing sample() to the file
+    `stats` on each SIGUSR1 (the handler runs on the main thread, between
+    two turns of uvicorn's loop)."""
+    import json
+    import signal
+
+    def dump(*_):
+        row = {"pid": os.getpid(), **sample(False, os.environ.get("SERVE_MEMORY_TRIM") == "1")}
+        tmp = stats + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(row, f)
+        os.replace(tmp, stats)
+    signal.signal(signal.SIGUSR1, dump)
+    from edgerun.cli import main as cli_main
+    return cli_main(argv)
+
+
+def sample_process(proc, stats):
+    """The serving process's sample(): asks it with SIGUSR1, reads its file."""
+    import json
+    import signal
+    try:
+        os.unlink(stats)
+    except FileNotFoundError:
+        pass
+    proc.send_signal(signal.SIGUSR1)
+    for _ in range(300):
+        if os.path.exists(stats):
+            with open(stats) as f:
+                row = json.load(f)
+            row.pop("pid")
+            return row
+        time.sleep(0.05)
+    raise RuntimeError("the serving process did not answer SIGUSR1")
 
 
 def in_process(args, tpl):
@@ -188,7 +234,7 @@ def in_process(args, tpl):
     def close():
         srv.stop()
         m.close()
-    return f"http://127.0.0.1:{port}", m.path.stem, lambda: sample(args.tracemalloc), close
+    return f"http://127.0.0.1:{port}", m.path.stem, lambda: sample(args.tracemalloc, args.trim), close
 
 
 def out_of_process(args, tpl):
@@ -203,9 +249,12 @@ def out_of_process(args, tpl):
     tf = tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False)
     tf.write(tpl)
     tf.close()
-    cmd = [sys.executable, "-m", "edgerun", "serve", *([args.model] if args.model else []), "--parallel", "4",
-           "--threads", "1", "--chat-template", tf.name, "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=str(REPO / "pybind")))
+    stats = tf.name + ".stats.json"
+    cmd = [sys.executable, __file__, "--serve-child", stats, "serve", *([args.model] if args.model else []),
+           "--parallel", "4", "--threads", "1", "--chat-template", tf.name, "--port", str(port),
+           "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=str(REPO / "pybind"),
+                                          SERVE_MEMORY_TRIM="1" if args.trim else "0"))
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -219,7 +268,9 @@ def out_of_process(args, tpl):
         proc.terminate()
         proc.wait(timeout=30)
         os.unlink(tf.name)
-    return base, model_id, lambda: sample_process(proc.pid), close
+        if os.path.exists(stats):
+            os.unlink(stats)
+    return base, model_id, lambda: sample_process(proc, stats), close
 
 
 def main():
@@ -229,11 +280,16 @@ def main():
     ap.add_argument("--per-batch", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--process", action="store_true",
-                    help="serve from `python -m edgerun serve` (RSS and mappings only) instead of this process")
+                    help="serve from a process of its own running `edgerun serve`, as the soak test does")
     ap.add_argument("--tracemalloc", action="store_true", help="trace Python allocations (slower)")
+    ap.add_argument("--trim", action="store_true",
+                    help="after each sample, malloc_trim(0) and read RSS again (rss_trimmed)")
     ap.add_argument("--top", type=int, default=12, help="allocation sites to list with --tracemalloc")
     ap.add_argument("--client", metavar="BASE", help=argparse.SUPPRESS)
+    ap.add_argument("--serve-child", metavar="STATS", help=argparse.SUPPRESS)
     ap.add_argument("--client-model", default="edgerun-add", help=argparse.SUPPRESS)
+    if len(sys.argv) > 2 and sys.argv[1] == "--serve-child":
+        return serve_child(sys.argv[2], sys.argv[3:])
     args = ap.parse_args()
     if args.client:
         return client_main(args.client, args.client_model)
