@@ -26,7 +26,10 @@ are streaming HTTP clients in threads, timing each token as it arrives.
    installed (edgerun/bench/llama_server.py; --no-peer skips it): the same
    GGUF file, the same prompt texts, max_tokens, client counts, threads, K/V
    type and prompt batch, run against `python -m llama_cpp.server` in a
-   process of its own, printed side by side. Both generate through end of
+   process of its own, printed side by side. Both servers run throughout;
+   each measurement (a client count, the burst test) runs on ours and then
+   on llama.cpp's before the next, so a machine whose load changes over the
+   run tilts both alike. Both generate through end of
    text (ours: ignore_eos; llama.cpp's: its end-of-generation tokens biased
    to -1e9, the same greedy tokens otherwise). llama-cpp-python's server
    runs one request at a time, so its clients queue: its aggregate stays at
@@ -37,6 +40,7 @@ bench-serve` makes build/bench/llama110m-q4_0.gguf (the 110M shape, Q4_0,
 n_ctx 1024) with scripts/make_bench_model.py.
 """
 import argparse
+import contextlib
 import json
 import pathlib
 import statistics
@@ -176,33 +180,45 @@ def no_eos_bias(tok):
     return {str(i): -1e9 for i in range(tok.n_vocab) if tok.is_eog(i)}
 
 
-def run_server(base, model_id, prompt, long_prompt, args, no_eos, share=None, throughput_too=True):
-    """The benchmark's measurements against one running server."""
-    out = {}
-    if throughput_too and not args.skip_throughput:
-        rows = []
+def say_throughput(name, row, one):
+    print(f"  {name:<9} throughput: {row['clients']} client(s) {row['tokens_per_s']:8.1f} tok/s "
+          f"({row['tokens_per_s'] / one:.2f}x one), first token p50/p99 "
+          f"{row['ttft_p50_ms']:.0f}/{row['ttft_p99_ms']:.0f} ms", flush=True)
+
+
+def say_burst(name, res, burst_tokens):
+    share = res.get("prefill_share")
+    print(f"  {name:<9} burst{'' if share is None else f' (prefill share {share:g})'}: per-token p50/p99 "
+          f"{res['baseline']['p50_ms']:.1f}/{res['baseline']['p99_ms']:.1f} ms -> {res['burst']['p50_ms']:.1f}/"
+          f"{res['burst']['p99_ms']:.1f} ms during {burst_tokens}-token prompts: "
+          f"p99 x{res['p99_ratio']:.2f} (target <= 1.5); first token p99 {res['baseline']['ttft_p99_ms']:.0f} -> "
+          f"{res['burst']['ttft_p99_ms']:.0f} ms; the long prompt took {res['long_prompt_s']:.1f} s", flush=True)
+
+
+def measure(servers, model_id, prompt, long_prompt, args):
+    """servers: [(name, base URL, no-EOS fields, prefill share or None)].
+    Each measurement runs on every server in turn before the next one, so
+    the two servers' figures are minutes apart at most, not a whole run."""
+    res = {name: {} for name, *_ in servers}
+    if not args.skip_throughput:
         k = 1
         while k <= args.parallel:
-            row = throughput(base, model_id, prompt, k, args.seconds, args.gen_tokens, no_eos)
-            rows.append(row)
-            print(f"    throughput: {k} client(s) {row['tokens_per_s']:8.1f} tok/s "
-                  f"({row['tokens_per_s'] / rows[0]['tokens_per_s']:.2f}x one), first token p50/p99 "
-                  f"{row['ttft_p50_ms']:.0f}/{row['ttft_p99_ms']:.0f} ms")
+            for name, base, no_eos, _ in servers:
+                row = throughput(base, model_id, prompt, k, args.seconds, args.gen_tokens, no_eos)
+                rows = res[name].setdefault("throughput", [])
+                rows.append(row)
+                say_throughput(name, row, rows[0]["tokens_per_s"])
             k *= 2
-        out["throughput"] = rows
     if not args.skip_burst:
-        res = burst(base, model_id, prompt, long_prompt, args.seconds, args.interval, args.bursts,
-                    args.gen_tokens, no_eos)
-        res["prefill_chunk"] = args.prefill_chunk
-        if share is not None:
-            res["prefill_share"] = share
-        out["burst"] = res
-        print(f"    burst{'' if share is None else f' (prefill share {share:g})'}: per-token p50/p99 "
-              f"{res['baseline']['p50_ms']:.1f}/{res['baseline']['p99_ms']:.1f} ms -> {res['burst']['p50_ms']:.1f}/"
-              f"{res['burst']['p99_ms']:.1f} ms during {args.burst_tokens}-token prompts: "
-              f"p99 x{res['p99_ratio']:.2f} (target <= 1.5); first token p99 {res['baseline']['ttft_p99_ms']:.0f} -> "
-              f"{res['burst']['ttft_p99_ms']:.0f} ms; the long prompt took {res['long_prompt_s']:.1f} s")
-    return out
+        for name, base, no_eos, share in servers:
+            b = burst(base, model_id, prompt, long_prompt, args.seconds, args.interval, args.bursts,
+                      args.gen_tokens, no_eos)
+            b["prefill_chunk"] = args.prefill_chunk
+            if share is not None:
+                b["prefill_share"] = share
+            res[name]["burst"] = b
+            say_burst(name, b, args.burst_tokens)
+    return res
 
 
 def side_by_side(ours, peer, peer_label, parallel):
@@ -280,35 +296,44 @@ def main():
         print(f"bench_serve: {path.name}, {args.threads} thread(s), {args.parallel} slots, n_ctx {m.n_ctx}, "
               f"isa {m.isa}, K/V {args.kv_type}; prompt {args.prompt!r} ({out['prompt_tokens']} tokens), "
               f"{args.gen_tokens} tokens per request")
-        print("  edgerun serve (in this process):")
-        ours = {}
-        for i, share in enumerate(args.prefill_share):
-            srv = Server(m, parallel=args.parallel, queue_size=8, prefill_chunk=args.prefill_chunk,
-                         prefill_share=share)
-            port = srv.start_in_thread()
-            try:
-                res = run_server(f"http://127.0.0.1:{port}", model_id, args.prompt, long_prompt, args,
-                                 {"ignore_eos": True}, share=share, throughput_too=i == 0)
-            finally:
-                srv.stop()
-            if "throughput" in res:
-                ours["throughput"] = out["throughput"] = res["throughput"]
-            if "burst" in res:
-                out.setdefault("burst", []).append(res["burst"])
-                ours.setdefault("burst", res["burst"])
         n_ctx, eos_bias = m.n_ctx, no_eos_bias(tok)
-    peer, why = None, llama_server.missing()
-    peer_label = f"llama.cpp server (llama-cpp-python {llama_server.version()}, one request at a time)"
-    if args.no_peer:
-        why = "llama.cpp's server: skipped (--no-peer)"
-    if why is None:
-        print(f"  {peer_label}, in a process of its own:")
-        try:
-            with llama_server.serving(path, model_id, n_ctx, args.threads, batch=args.prefill_chunk,
-                                      kv_type=args.kv_type) as base:
-                peer = run_server(base, model_id, args.prompt, long_prompt, args, {"logit_bias": eos_bias})
-        except RuntimeError as e:
-            why = f"llama.cpp's server: {e}"
+        peer, why = None, llama_server.missing()
+        peer_label = f"llama.cpp server (llama-cpp-python {llama_server.version()}, one request at a time)"
+        if args.no_peer:
+            why = "llama.cpp's server: skipped (--no-peer)"
+        with contextlib.ExitStack() as stack:
+            peer_base = None
+            if why is None:
+                try:
+                    peer_base = stack.enter_context(llama_server.serving(
+                        path, model_id, n_ctx, args.threads, batch=args.prefill_chunk, kv_type=args.kv_type))
+                except RuntimeError as e:
+                    why = f"llama.cpp's server: {e}"
+            print(f"  edgerun: edgerun serve, in this process; "
+                  + (f"llama.cpp: {peer_label}, in a process of its own" if peer_base else why))
+            ours = {}
+            for i, share in enumerate(args.prefill_share):
+                srv = Server(m, parallel=args.parallel, queue_size=8, prefill_chunk=args.prefill_chunk,
+                             prefill_share=share)
+                port = srv.start_in_thread()
+                servers = [("edgerun", f"http://127.0.0.1:{port}", {"ignore_eos": True}, share)]
+                if i == 0 and peer_base is not None:
+                    servers.append(("llama.cpp", peer_base, {"logit_bias": eos_bias}, None))
+                try:
+                    if i > 0:
+                        args.skip_throughput, skipped = True, args.skip_throughput
+                    res = measure(servers, model_id, args.prompt, long_prompt, args)
+                    if i > 0:
+                        args.skip_throughput = skipped
+                finally:
+                    srv.stop()
+                if "throughput" in res["edgerun"]:
+                    ours["throughput"] = out["throughput"] = res["edgerun"]["throughput"]
+                if "burst" in res["edgerun"]:
+                    out.setdefault("burst", []).append(res["edgerun"]["burst"])
+                    ours.setdefault("burst", res["edgerun"]["burst"])
+                if "llama.cpp" in res:
+                    peer = res["llama.cpp"]
     out["llama_cpp_server"] = ({"version": llama_server.version(), **peer} if peer is not None
                                else {"skipped": why})
     print()
