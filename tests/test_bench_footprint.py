@@ -44,36 +44,47 @@ def test_board_strip_comes_from_its_toolchain():
     assert footprint.toolchain_strip("host") == "strip"
 
 
+CLI = HOST / "runtime_c" / "tools" / "edgerun-cli"
+
+
 def _fake_llama_cpp(tmp_path, monkeypatch):
-    """A llama_cpp package dir with versioned libraries and their links."""
+    """A llama_cpp package dir as pip writes one: versioned libraries, their
+    other names as symlinks or (a wheel holds no links) as equal copies.
+    Three different ELF files stand in for libllama, libggml and libggml-base."""
     lib = tmp_path / "llama_cpp" / "lib"
     lib.mkdir(parents=True)
-    for name in ("libllama.so.0.5.0", "libggml.so.0.25.3", "libggml-base.so.0.25.3", "libmtmd.so.0.5.0"):
-        shutil.copy(LIB, lib / name)
+    elves = {"libllama.so.0.5.0": LIB, "libggml.so.0.25.3": CLI, "libggml-base.so.0.25.3": shutil.which("ls"),
+             "libmtmd.so.0.5.0": shutil.which("cat")}
+    for name, src in elves.items():
+        shutil.copy(src, lib / name)
     for link, target in (("libllama.so", "libllama.so.0.5.0"), ("libllama.so.0", "libllama.so.0.5.0"),
-                         ("libggml.so", "libggml.so.0.25.3"), ("libggml-base.so", "libggml-base.so.0.25.3")):
+                         ("libggml-base.so", "libggml-base.so.0.25.3")):
         os.symlink(target, lib / link)
+    for copy, target in (("libggml.so", "libggml.so.0.25.3"), ("libggml.so.0", "libggml.so.0.25.3")):
+        shutil.copy(lib / target, lib / copy)
     spec = importlib.machinery.ModuleSpec("llama_cpp", None, is_package=True)
     spec.submodule_search_locations = [str(tmp_path / "llama_cpp")]
     real = footprint.importlib.util.find_spec
     monkeypatch.setattr(footprint.importlib.util, "find_spec",
                         lambda name, *a: spec if name == "llama_cpp" else real(name, *a))
-    return lib
+    return lib, elves
 
 
 @need_host
 def test_llama_libraries_counted_once_without_mtmd(tmp_path, monkeypatch):
-    lib = _fake_llama_cpp(tmp_path, monkeypatch)
+    lib, elves = _fake_llama_cpp(tmp_path, monkeypatch)
     libs = footprint.llama_cpp_libs()
-    assert [p.name for p in libs] == ["libggml-base.so.0.25.3", "libggml.so.0.25.3", "libllama.so.0.5.0"]
+    assert len(libs) == 3 and not any("mtmd" in p.name for p in libs)
+    assert {p.read_bytes() for p in libs} == {pathlib.Path(elves[n]).read_bytes() for n in
+                                             ("libllama.so.0.5.0", "libggml.so.0.25.3", "libggml-base.so.0.25.3")}
     rep = footprint.measure(build=False)
     row = next(r for r in rep["rows"] if r["what"].startswith("llama.cpp"))
-    assert row["bytes"] == 3 * footprint.stripped_size(lib / "libllama.so.0.5.0")
+    assert row["bytes"] == sum(footprint.stripped_size(p) for p in libs)
     ours = next(r for r in rep["rows"] if r["name"] == "libedgerun.so (host)")
     both = next(r for r in rep["rows"] if r["name"] == "libedgerun.so + edgerun-cli (host)")
     assert ours["bytes"] == footprint.stripped_size(LIB) and both["bytes"] > ours["bytes"]
     text = footprint.format_table(rep)
-    assert "llama.cpp's libraries are 3.0x this" in text and "like for like" in text
+    assert f"llama.cpp's libraries are {row['bytes'] / ours['bytes']:.1f}x this" in text and "like for like" in text
 
 
 @need_host

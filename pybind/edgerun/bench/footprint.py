@@ -18,6 +18,7 @@ Rows:
 A row that cannot be measured here (no cross compiler, no llama_cpp) says why
 and the rest still print.
 """
+import hashlib
 import importlib.util
 import os
 import pathlib
@@ -66,8 +67,10 @@ def host_build_dir():
 
 
 def llama_cpp_libs():
-    """The real files (links resolved, each once) of llama.cpp's libraries in
-    the installed llama_cpp package, or None when it is not installed."""
+    """llama.cpp's libraries in the installed llama_cpp package, each once,
+    or None when it is not installed. A wheel cannot hold symlinks, so pip
+    writes libggml.so, libggml.so.0 and libggml.so.0.25.3 as three equal
+    files: a library is counted once by its content (links resolved too)."""
     spec = importlib.util.find_spec("llama_cpp")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -77,8 +80,8 @@ def llama_cpp_libs():
         for p in sorted(lib.glob(pat)):
             real = p.resolve()
             if real.is_file():
-                found.setdefault(real, p)
-    return sorted(found) or None
+                found.setdefault(hashlib.sha256(real.read_bytes()).hexdigest(), real)
+    return sorted(set(found.values())) or None
 
 
 def _row(name, what, files, strip):
