@@ -27,8 +27,8 @@ def _real(x):
 def test_bench_serve_reports_both_servers(tmp_path):
     out = tmp_path / "serve.json"
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_serve.py"), str(MODEL), "--parallel", "2",
-                        "--seconds", "1", "--gen-tokens", "8", "--prompt", "12+34=", "--burst-tokens", "40",
-                        "--bursts", "1", "--interval", "1", "--json", str(out)],
+                        "--seconds", "0.5", "--gen-tokens", "8", "--prompt", "12+34=", "--burst-tokens", "40",
+                        "--bursts", "1", "--interval", "0.5", "--json", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     rep = json.loads(out.read_text())
