@@ -7,7 +7,11 @@ by a calibration workload; JSON + PNG; the board's latency gates (edgerun/bench/
 
 `edgerun bench --qemu-isa`: each Arm kernel table's speed over generic on the
 emulated CPU models that can run it, and its greedy tokens against generic's
-(edgerun/bench/isa.py)."""
+(edgerun/bench/isa.py).
+
+`edgerun bench --footprint`: stripped bytes of the rpi5 build's aarch64
+edgerun-cli (budget 1 MB) and of the host's libedgerun.so and edgerun-cli,
+beside llama.cpp's libraries from llama-cpp-python (edgerun/bench/footprint.py)."""
 import json
 import pathlib
 import sys
