@@ -195,12 +195,12 @@ def say_burst(name, res, burst_tokens):
           f"{res['burst']['ttft_p99_ms']:.0f} ms; the long prompt took {res['long_prompt_s']:.1f} s", flush=True)
 
 
-def measure(servers, model_id, prompt, long_prompt, args):
+def measure(servers, model_id, prompt, long_prompt, args, throughput_too=True):
     """servers: [(name, base URL, no-EOS fields, prefill share or None)].
     Each measurement runs on every server in turn before the next one, so
     the two servers' figures are minutes apart at most, not a whole run."""
     res = {name: {} for name, *_ in servers}
-    if not args.skip_throughput:
+    if throughput_too and not args.skip_throughput:
         k = 1
         while k <= args.parallel:
             for name, base, no_eos, _ in servers:
@@ -320,11 +320,7 @@ def main():
                 if i == 0 and peer_base is not None:
                     servers.append(("llama.cpp", peer_base, {"logit_bias": eos_bias}, None))
                 try:
-                    if i > 0:
-                        args.skip_throughput, skipped = True, args.skip_throughput
-                    res = measure(servers, model_id, args.prompt, long_prompt, args)
-                    if i > 0:
-                        args.skip_throughput = skipped
+                    res = measure(servers, model_id, args.prompt, long_prompt, args, throughput_too=i == 0)
                 finally:
                     srv.stop()
                 if "throughput" in res["edgerun"]:
