@@ -114,6 +114,16 @@ def test_cli_reports_the_aarch64_cli_within_budget(tmp_path):
     assert "edgerun-cli (rpi5, aarch64)" in r.stdout and "within" in r.stdout
 
 
+def test_board_row_skipped_without_the_cross_compiler(monkeypatch):
+    real = footprint.shutil.which
+    monkeypatch.setattr(footprint.shutil, "which",
+                        lambda name, *a: None if name == "aarch64-linux-gnu-gcc" else real(name, *a))
+    row = footprint.board_row("rpi5", build=True)
+    assert "bytes" not in row and "error" not in row
+    assert "aarch64-linux-gnu-gcc is not installed" in row["skipped"]
+    assert "not installed" in footprint.format_table({"board": "rpi5", "rows": [row]})
+
+
 def test_footprint_refuses_a_model_argument():
     env = dict(os.environ, PYTHONPATH=str(REPO / "pybind"))
     r = subprocess.run([sys.executable, "-m", "edgerun", "bench", "x.gguf", "--footprint"], env=env,

@@ -44,17 +44,23 @@ def stripped_size(path, strip="strip"):
         return out.stat().st_size
 
 
-def toolchain_strip(board):
-    """The strip named by the board's meson cross file ([binaries] strip)."""
+def toolchain_tool(board, name, native):
+    """The program the board's meson cross file names for `name` ([binaries]),
+    or `native` for a board built natively."""
     import configparser
 
     from ..boards import board as boards
     ini = boards.load(board).toolchain_file()
     if ini is None:
-        return "strip"
+        return native
     cp = configparser.ConfigParser()
     cp.read(ini)
-    return cp.get("binaries", "strip", fallback="strip").strip("'\"")
+    return cp.get("binaries", name, fallback=native).strip("'\"")
+
+
+def toolchain_strip(board):
+    """The strip named by the board's meson cross file ([binaries] strip)."""
+    return toolchain_tool(board, "strip", "strip")
 
 
 def host_build_dir():
@@ -93,30 +99,31 @@ def _row(name, what, files, strip):
             "unstripped_bytes": sum(pathlib.Path(f).stat().st_size for f in files)}
 
 
-def measure(board=BOARD, build=True, host_dir=None):
-    """The footprint report (a dict; see the module docstring for its rows).
-    build: build the board's cross build when it is missing or stale."""
-    rows = []
-    board_cli = None
+def board_row(board=BOARD, build=True):
+    """The row of the board build's edgerun-cli. build: build it when it is
+    missing or stale. Without the cross compiler the row is skipped, not
+    failed (make setup installs it); a failed build is an error."""
+    from ..boards import build as board_build
+    name, what = f"edgerun-cli ({board}, aarch64)", "edgerun: the device CLI, runtime linked in"
+    cc = toolchain_tool(board, "c", "cc")
+    if shutil.which(cc) is None:
+        return {"name": name, "what": what, "skipped": f"{cc} is not installed (make setup installs it)"}
     try:
-        if build:
-            from ..boards import build as board_build
-            bdir = board_build.ensure_built(board)
-        else:
-            from ..boards import build as board_build
-            bdir = board_build.BuildConfig(board).build_dir()
-        board_cli = bdir / "runtime_c" / "tools" / "edgerun-cli"
-        if not board_cli.is_file():
-            raise FileNotFoundError(f"{board_cli} is not built")
-        row = _row(f"edgerun-cli ({board}, {board_build.elf_machine(board_cli)})",
-                   "edgerun: the device CLI, runtime linked in", [board_cli], toolchain_strip(board))
-    except Exception as e:     # noqa: BLE001 -- a missing cross toolchain must not stop the other rows
-        row = {"name": f"edgerun-cli ({board}, aarch64)", "what": "edgerun: the device CLI, runtime linked in",
-               "error": f"{type(e).__name__}: {e}"}
+        bdir = board_build.ensure_built(board) if build else board_build.BuildConfig(board).build_dir()
+    except Exception as e:     # noqa: BLE001 -- a failed cross build must not stop the other rows
+        return {"name": name, "what": what, "error": f"{type(e).__name__}: {e}"}
+    cli = bdir / "runtime_c" / "tools" / "edgerun-cli"
+    if not cli.is_file():
+        return {"name": name, "what": what, "error": f"{cli} is not built"}
+    row = _row(f"edgerun-cli ({board}, {board_build.elf_machine(cli)})", what, [cli], toolchain_strip(board))
     if "bytes" in row:
         row["budget_bytes"] = BUDGET
-    rows.append(row)
+    return row
 
+
+def measure(board=BOARD, build=True, host_dir=None):
+    """The footprint report (a dict; see the module docstring for its rows)."""
+    rows = [board_row(board, build)]
     host = pathlib.Path(host_dir) if host_dir else host_build_dir()
     lib, cli = host / "runtime_c" / "libedgerun.so", host / "runtime_c" / "tools" / "edgerun-cli"
     for name, what, files in (("libedgerun.so (host)", "edgerun: the runtime library", [lib]),
