@@ -262,7 +262,10 @@ $(BENCH_DIR)/llama15m-%.gguf: scripts/make_bench_model.py
 # Gemma-3-270M and Qwen3-0.6B, seeded weights, `edgerun convert` then
 # llama.cpp's quantizer, Q8_0 and Q4_K_M; made once, a few minutes, into
 # $(BENCH_DIR)) into their own section and $(BENCH_DIR)/families.json
-# (not with BENCH_QUICK=1). Then the embedded model, as before.
+# (not with BENCH_QUICK=1). Then the embedded model, as before, and the
+# footprint (edgerun bench --footprint): the stripped aarch64 edgerun-cli of
+# the rpi5 build (budget 1 MB) and the host's libedgerun.so/edgerun-cli beside
+# llama.cpp's libraries as llama-cpp-python ships them, stripped alike.
 BENCH_QUICK ?= 0
 BENCH_TYPES ?=
 bench: build
@@ -272,6 +275,7 @@ bench: build
 	@if [ "$(BENCH_QUICK)" != 1 ]; then echo; $(EDGERUN) bench --matrix --families --threads $(BENCH_THREADS) \
 	  --bench-dir $(BENCH_DIR) --doc docs/PERFORMANCE.md; fi
 	@echo; $(EDGERUN) bench models/edgerun-add.gguf --threads $(BENCH_THREADS) --out $(BENCH_DIR)/edgerun-add.json
+	@echo; $(EDGERUN) bench --footprint --out $(BENCH_DIR)/footprint.json
 	@echo; $(EDGERUN) bench-tokenizer --mb 10
 	@echo; $(MAKE) --no-print-directory bench-qemu-isa
 	@echo; $(MAKE) --no-print-directory bench-serve
@@ -281,7 +285,11 @@ bench: build
 # (scripts/bench_serve.py): aggregate tokens/s of 1, 2 and 4 streaming clients,
 # then the burst test -- 3 clients generate while a 1,000-token prompt arrives
 # every 10 s -- with the prompt's chunks held to 0.5 of the decode work per step
-# and not held (100): the clients' per-token p99 during the bursts over the baseline. ~5 min on 2 cores; writes $(BENCH_DIR)/serve.json.
+# and not held (100): the clients' per-token p99 during the bursts over the baseline.
+# Then the same workload against llama.cpp's server (llama-cpp-python's
+# `python -m llama_cpp.server`, from setup's bench group), side by side; its
+# column is skipped when the server extra is not installed (--no-peer in
+# SERVE_BENCH_ARGS skips it). ~7 min on 2 cores; writes $(BENCH_DIR)/serve.json.
 SERVE_MODEL := $(BENCH_DIR)/llama110m-q4_0.gguf
 SERVE_BENCH_ARGS ?= --threads 1 --prefill-share 0.5 100
 .PHONY: bench-serve soak-serve

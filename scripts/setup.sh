@@ -8,7 +8,8 @@
 #   3. pip packages into .venv, skipped while a stamp keyed on the requirement
 #      list (and the Python version) is present.
 # Options (environment):
-#   EDGERUN_SETUP_BENCH=1  also install llama-cpp-python (compiles llama.cpp; minutes)
+#   EDGERUN_SETUP_BENCH=1  also install llama-cpp-python with its server extra
+#                          (compiles llama.cpp; minutes)
 #   EDGERUN_SETUP_CROSS=0  skip the aarch64 cross compiler and qemu-user
 # Not installed here: the CUDA toolkit (`make build-cuda`, the CUDA checks of
 # `make test`). Get nvcc 13.x from NVIDIA's apt repository (cuda-toolkit-13-0,
@@ -150,6 +151,7 @@ pip_group() {
 
 pip_group base 'import torch, transformers, tokenizers, sentencepiece, safetensors, gguf, pytest, hypothesis, cffi, numpy, mesonpy, unicodedata2, matplotlib, yaml, rich, jinja2, starlette, uvicorn, openai, httpx' "${PIP_REQS[@]}"
 if [ "${EDGERUN_SETUP_BENCH:-0}" = "1" ]; then
-  pip_group bench 'import llama_cpp, tiktoken, matplotlib' llama-cpp-python tiktoken matplotlib
+  # the server extra: llama.cpp's OpenAI server, bench_serve's peer (fastapi, sse-starlette, ...)
+  pip_group bench 'import llama_cpp, llama_cpp.server.app, tiktoken, matplotlib' "llama-cpp-python[server]" tiktoken matplotlib
 fi
 say "ready: $PY"

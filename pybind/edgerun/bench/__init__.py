@@ -7,6 +7,8 @@ the same run, and writes a report; none is a pass/fail test.
     tokenizer       `edgerun bench-tokenizer`: MB/s beside HF, tiktoken, sentencepiece
     calls           `edgerun bench-tokenizer --per-call`: what one call costs, and one generated token
     cuda            `edgerun bench --device cuda`: tokens/s against GPU bandwidth
+    footprint       `edgerun bench --footprint`: stripped sizes beside llama.cpp's libraries
+    llama_server    llama.cpp's OpenAI server, the peer of scripts/bench_serve.py
     interference    how much of the machine other work took during a run
     trace           `edgerun trace`: record a generation's per-op events
     trace_summary   `edgerun trace --summary`: where a generation's time went

@@ -7,7 +7,11 @@ by a calibration workload; JSON + PNG; the board's latency gates (edgerun/bench/
 
 `edgerun bench --qemu-isa`: each Arm kernel table's speed over generic on the
 emulated CPU models that can run it, and its greedy tokens against generic's
-(edgerun/bench/isa.py)."""
+(edgerun/bench/isa.py).
+
+`edgerun bench --footprint`: stripped bytes of the rpi5 build's aarch64
+edgerun-cli (budget 1 MB) and of the host's libedgerun.so and edgerun-cli,
+beside llama.cpp's libraries from llama-cpp-python (edgerun/bench/footprint.py)."""
 import json
 import pathlib
 import sys
@@ -25,6 +29,7 @@ examples:
   edgerun bench --board neoverse-v1 --update-baseline -o out/
   edgerun bench --qemu-isa                        # Arm tables vs generic under qemu -> docs/PERFORMANCE.md
   edgerun bench --qemu-isa --quick --doc none     # Q8_0 on cortex-a76 and SVE-128 only
+  edgerun bench --footprint                       # stripped sizes beside llama.cpp's libraries
 
 Each engine runs in its own process on the same prompt ids, after a warm-up
 pass. Decode steps ignore end-of-text so every run does the same work. The peer
@@ -102,6 +107,11 @@ def register(sub):
                     help="benchmark models and matrix.json (default build/bench)")
     mx.add_argument("--doc", default="docs/PERFORMANCE.md", metavar="FILE.md",
                     help="report to write (default docs/PERFORMANCE.md; 'none' to skip)")
+    fp = p.add_argument_group("footprint (make bench)")
+    fp.add_argument("--footprint", action="store_true",
+                    help="stripped sizes: the rpi5 build's aarch64 edgerun-cli (built when needed; budget 1 MB), "
+                         "the host libedgerun.so and edgerun-cli, and llama.cpp's libraries from llama-cpp-python "
+                         "(uses --json, --out)")
     q = p.add_argument_group("Arm kernel tables under qemu (make bench-qemu-isa)")
     q.add_argument("--qemu-isa", action="store_true",
                    help="speed-up of each Arm kernel table over generic on emulated CPU models (uses --bench-dir, "
@@ -115,6 +125,8 @@ def main(args):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
     threads = _thread_list(args.threads)
+    if args.footprint:
+        return _footprint(args)
     if args.qemu_isa:
         return _qemu_isa(args, threads)
     if args.board:
@@ -208,6 +220,20 @@ def _qemu_isa(args, threads):
         raise ValueError("--qemu-isa measures the CPU kernel tables; drop --device")
     from ..bench import isa as bench_isa
     return bench_isa.main(args)
+
+
+def _footprint(args):
+    """`--footprint`: see edgerun/bench/footprint.py."""
+    if args.model_pos:
+        raise ValueError("--footprint measures the builds and llama.cpp's libraries; do not pass MODEL")
+    for flag in ("board", "matrix", "qemu_isa", "families", "quick"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag.replace('_', '-')} does not apply to --footprint")
+    from ..bench import footprint
+    rep = footprint.measure()
+    _emit(args, rep, lambda: footprint.format_table(rep))
+    # A row we own that could not be measured fails the benchmark; llama.cpp absent does not.
+    return 1 if any("error" in r for r in rep["rows"]) else 0
 
 
 def _cuda(args):
