@@ -131,3 +131,48 @@ def test_long_prompt_prefills_in_chunks_between_decode_steps(long_model):
         assert all(n == 1 for _, n, pending in st if not pending)    # and one token of every generating slot
     overlap = [st for st in prefill_steps if sum(1 for _, _, pending in st if not pending) == 3]
     assert len(overlap) >= 1000 // 32 - 1, "the long prompt's chunks did not run between the short jobs' steps"
+
+
+def test_short_prompt_is_prefilled_before_a_long_one_finishes(long_model):
+    """A short request that arrives while a 1,000-token prompt is being
+    prefilled gets its whole prompt into the next step and starts generating
+    while the long prompt is still coming in (the fewest-tokens-left prompt
+    goes first), instead of waiting behind the long one's remaining chunks."""
+    import edgerun
+    from edgerun.serve.scheduler import Job, Scheduler
+
+    steps = []
+
+    class Recording(Scheduler):
+        def step(self, work):
+            steps.append({s.index: (len(ids), len(s.job.pending)) for s, ids in work})
+            super().step(work)
+
+    done, first_piece = {}, {}
+
+    def collector(name):
+        def emit(ev):
+            if ev[0] == "piece":
+                first_piece.setdefault(name, len(steps))
+            else:
+                done[name] = ev
+        return emit
+
+    with edgerun.Model(long_model, n_ctx=8192, n_sessions=2) as m:
+        sched = Recording(m, parallel=2, queue_size=2, prefill_chunk=32)
+        try:
+            long_ids = [int(x) % (m.n_vocab - 1) + 1 for x in range(1000)]
+            sched.submit(Job(long_ids, 4, 0.0, 1.0, None, [], collector("long"), ignore_eos=True))
+            wait_for(lambda: len(steps) >= 3, what="the long prompt's first chunks")
+            sched.submit(Job(m.tokenizer.encode("Short"), 4, 0.0, 1.0, None, [], collector("short"),
+                             ignore_eos=True))
+            wait_for(lambda: len(done) == 2, timeout=60, what="both jobs to finish")
+        finally:
+            sched.close()
+    assert all(ev[0] == "done" for ev in done.values()), done
+    # the step that finished the long prompt's prefill
+    long_slot = next(i for i, (n, left) in steps[0].items())
+    last_long_chunk = max(k for k, st in enumerate(steps) if long_slot in st and st[long_slot][1] > 1)
+    assert first_piece["short"] < last_long_chunk, (first_piece, last_long_chunk)
+    short_prefill = [k for k, st in enumerate(steps) for i, (n, left) in st.items() if i != long_slot and n > 1]
+    assert len(short_prefill) == 1, "the short prompt went in one step"
