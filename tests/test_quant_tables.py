@@ -28,7 +28,16 @@ while the F32 files agree to 1.8e-7..4.4e-7 at every depth, and so do the
 Q8_0 files' own weights dequantized into an F32 file (smollm3 3.3e-7, qwen3
 2.7e-7: the same weights, float activations). The jump comes in one layer
 at one position, with float noise before it: one code that rounded the
-other way, not a drift. On llama.cpp's quantized files the same flips gave
+other way, not a drift. scripts/q8_flip_probe.c finds that code (every row
+generic quantizes, against the other table's), e.g.:
+  smollm3  row 1014, block 0: x -0.183270529 in both; block max 0.325529456
+           (generic) vs 0.325529486 (avx2, one float32 step), so x * (1/d)
+           is -71.5000000 vs -71.4999924 -> codes -72 vs -71
+  qwen3    row 582: the same x, block max one step apart: 61.4999962 vs
+           61.5000038 -> 61 vs 62
+  phi3     row 133: x one step apart: -32.4999924 vs -32.5000076
+The quantizers themselves give the same bytes for the same input
+(test_kernels_isa); only their inputs differ, by one float32 step. On llama.cpp's quantized files the same flips gave
 up to 0.7% (test_convert_families.py).
 
 So: F32 within F32_TOL at every position, Q8_0 within Q8_TOL (about twice
