@@ -37,13 +37,16 @@ generic quantizes, against the other table's), e.g.:
            61.5000038 -> 61 vs 62
   phi3     row 133: x one step apart: -32.4999924 vs -32.5000076
 The quantizers themselves give the same bytes for the same input
-(test_kernels_isa); only their inputs differ, by one float32 step. On llama.cpp's quantized files the same flips gave
-up to 0.7% (test_convert_families.py).
+(test_kernels_isa); only their inputs differ, by one float32 step. On
+llama.cpp's quantized files the same flips gave up to 0.7%
+(test_convert_families.py).
 
 So: F32 within F32_TOL at every position, Q8_0 within Q8_TOL (about twice
 the largest measured, gemma3's; a misread scale or layout is off by the
 logits' whole range).
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -96,3 +99,39 @@ def test_tables_against_generic(shared_data, tmp_path_factory, fam):
         assert e8.max() <= Q8_TOL, f"{fam} Q8_0 {isa} vs generic: {e8.max():.2e}"
     if not tables:
         pytest.skip("this CPU runs the generic table only")
+
+
+def test_first_q8_difference_is_a_rounding_boundary(shared_data, tmp_path_factory, tmp_path):
+    """scripts/q8_flip_probe.c on smollm3's Q8_0 file: the first activation
+    code the best native table rounds otherwise than generic is one step
+    apart, at x * (1/d) within float32 noise of k + 0.5 on both sides (a
+    kernel bug would differ by more, away from a boundary)."""
+    import pathlib
+    import re
+    import shutil
+    import subprocess
+    lib = pathlib.Path(os.environ.get("EDGERUN_LIB", "")).parent / "libedgerun_internal.a"
+    if not lib.is_file() or not shutil.which("gcc"):
+        pytest.skip(f"needs gcc and the build's {lib.name}")
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    exe = tmp_path / "q8_flip_probe"
+    subprocess.run(["gcc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
+                    f"-I{repo}/runtime_c/include", f"-I{repo}/runtime_c/src", str(repo / "scripts" / "q8_flip_probe.c"),
+                    str(lib), "-lm", "-pthread", "-o", str(exe)], check=True, timeout=300)
+    q8 = _file(shared_data, "smollm3", "q8_0", tmp_path_factory)
+    with edgerun.Model(str(q8), n_ctx=16) as m:
+        isa, n_vocab = m.isa, m.hparams["n_vocab"]
+    if isa == "generic":
+        pytest.skip("this CPU runs the generic table only")
+    ids = [str(i) for i in np.random.RandomState(7).randint(3, n_vocab, N_TOKENS)]
+    r = subprocess.run([str(exe), str(q8), isa, *ids], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    print(r.stdout)
+    flips = re.findall(r"x \* \(1/d\) (-?[\d.]+) -> (-?\d+)", r.stdout)
+    if not flips:
+        assert "every code equal" in r.stdout, r.stdout
+        return
+    (vg, qg), (vo, qo) = [(float(v), int(q)) for v, q in flips]
+    assert abs(qg - qo) == 1, r.stdout
+    for v in (vg, vo):
+        assert abs(abs(v) - (np.floor(abs(v)) + 0.5)) < 1e-4, r.stdout
