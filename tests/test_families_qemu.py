@@ -125,7 +125,7 @@ def _eval_args(path, prompts, isa):
 
 
 @pytest.fixture(scope="module")
-def arm_runs(tiny_files, board_cli):
+def arm_runs(board_cli, tiny_files):
     """{(fam, type, cpu, isa): rows} of every emulated run, two at a time."""
     from edgerun.boards import qemu
     prompts, files = tiny_files
@@ -150,7 +150,7 @@ def _generic(tiny_files, fam, t):
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("fam", FAMILIES)
-def test_arm_tables_give_generic_tokens_f16(tiny_files, arm_runs, fam):
+def test_arm_tables_give_generic_tokens_f16(arm_runs, tiny_files, fam):
     from edgerun.boards.tests import compare_logits
     want = _generic(tiny_files, fam, "f16")
     assert sum(len(set(r["ids"])) for r in want) >= 6, f"{fam}: degenerate reference {[r['ids'] for r in want]}"
@@ -161,7 +161,7 @@ def test_arm_tables_give_generic_tokens_f16(tiny_files, arm_runs, fam):
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("fam", FAMILIES)
-def test_arm_tables_first_step_q8_0(tiny_files, arm_runs, fam):
+def test_arm_tables_first_step_q8_0(arm_runs, tiny_files, fam):
     want = _generic(tiny_files, fam, "q8_0")
     for cpu, isa in TABLES:
         for r, g in zip(arm_runs[(fam, "q8_0", cpu, isa)], want):
