@@ -7,6 +7,8 @@
 #   make test-boards edgerun test --board for BOARDS (default: rpi5 armv9-sve2)
 #   make test-kernels-qemu  every Arm kernel table and layout against generic under qemu,
 #                    cortex-a72 / cortex-a76 / SVE 128-2048 bits (scripts/test_kernels_qemu.sh)
+#   make test-families-qemu  every model family's greedy tokens on every Arm table under
+#                    qemu against native generic (tests/test_families_qemu.py)
 #   make kernel-insns  instructions each Arm table executes per matrix product under qemu,
 #                    file layout vs repacked, and per activation row quantized, NEON vs
 #                    generic (scripts/kernel_insns_qemu.sh)
@@ -82,7 +84,7 @@ BENCH_MODELS := models/edgerun-add.gguf $(BENCH_DIR)/llama15m-f32.gguf $(BENCH_D
 .PHONY: all setup build test test-long test-asan clang-check demo bench bench-long clean distclean
 .PHONY: demo-native test-boards
 .PHONY: test-tsan-swap bench-tokenizer
-.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa test-kernels-qemu kernel-insns
+.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa test-kernels-qemu kernel-insns test-families-qemu
 
 all: build
 
@@ -235,6 +237,14 @@ BOARDS ?= rpi5 armv9-sve2
 # (the board tests stop at the board's own lengths). About 5 minutes on 2 cores.
 test-kernels-qemu: setup
 	sh scripts/test_kernels_qemu.sh
+
+# Every model family's greedy tokens on every Arm table (neon, neon-dotprod,
+# neon-i8mm, SVE 128/256) under qemu against native generic, on tiny seeded
+# family files (tests/test_families_qemu.py, marker qemu), with the
+# armv9-sve2 board build that test-boards makes (built here if absent).
+# About 2 minutes on 2 cores once that build exists.
+test-families-qemu: build
+	$(call PYENV,$(NATIVE)) $(PY) -m pytest -m qemu tests/test_families_qemu.py $(PYTEST_ARGS)
 
 # Instructions executed per 64 x 2048 matrix product, each Arm table, file
 # layout against repacked, decode and prefill (a markdown table): the work a

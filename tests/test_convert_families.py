@@ -259,7 +259,11 @@ REFUSALS = [
     ("llama3-rope-scaling", _rope(rope_type="dynamic"), None, r"rope_scaling 'dynamic'"),
     ("qwen3", _rope(rope_type="yarn", factor=4.0), None, r"rope_scaling 'yarn'"),
     ("qwen3", _set(use_sliding_window=True, sliding_window=16), None, r"sliding_window 16"),
-    ("smollm3", _set(no_rope_layers=[1, 1, 0, 1, 1, 1, 0, 1]), None, r"no_rope_layers"),
+    ("smollm3", _set(no_rope_layers=[1, 1, 0, 1, 1, 1, 0, 1]), None, r"no_rope_layers \[1, 1, 0, 1, 1, 1, 0, 1\]"),
+    ("smollm3", _set(no_rope_layers=[1, 1, 1, 0]), None, r"no_rope_layers \[1, 1, 1, 0\].*layers \[3, 7\] of 8"),
+    # transformers derives the list from the interval when the list is absent
+    ("smollm3", _set(no_rope_layers=None, no_rope_layer_interval=3), None, r"no_rope_layer_interval 3 \(no no_rope"),
+    ("smollm3", _set(no_rope_layers=None, no_rope_layer_interval=0), None, r"no_rope_layer_interval 0"),
     ("smollm3", _rope(rope_type="linear", factor=2.0), None, r"rope_scaling 'linear'"),
     ("gemma3", _set(attn_logit_softcapping=50.0), None, r"attn_logit_softcapping"),
     ("gemma3", _set(query_pre_attn_scalar=64), None, r"query_pre_attn_scalar 64"),
@@ -286,6 +290,22 @@ def test_convert_refuses_what_the_runtime_would_get_wrong(shared_data, tmp_path,
     with pytest.raises(ConvertError, match=pattern):
         convert(v, tmp_path / "x.gguf", "f32", quiet=True)
     assert not (tmp_path / "x.gguf").exists() and not (tmp_path / "x.gguf.part").exists()
+
+
+def test_smollm3_nope_layers_from_the_default_interval_are_accepted(shared_data, tmp_path):
+    """A config with no no_rope_layers list and interval 4 (or none) is the
+    runtime's pattern: converted, and the same weights and keys as with the
+    list spelled out."""
+    from edgerun.convert import convert
+    v = _variant(shared_data, tmp_path, "smollm3", lambda c: c.pop("no_rope_layers"))
+    convert(v, tmp_path / "a.gguf", "f32", quiet=True)
+    v2 = _variant(shared_data, tmp_path / "b", "smollm3",
+                  lambda c: [c.pop("no_rope_layers"), c.pop("no_rope_layer_interval")])
+    convert(v2, tmp_path / "b.gguf", "f32", quiet=True)
+    v3 = _variant(shared_data, tmp_path / "c", "smollm3")
+    convert(v3, tmp_path / "c.gguf", "f32", quiet=True)
+    assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes() == \
+        (tmp_path / "c.gguf").read_bytes()
 
 
 def test_gemma3_linear_scaling_on_global_layers_is_written(shared_data, tmp_path):

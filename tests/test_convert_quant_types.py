@@ -46,6 +46,10 @@ NEW = ["q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k_s", "q3_k_m", "
 CORE = ("q4_1", "iq4_xs", "q2_k", "q3_k_m")
 MIXES = [t if t in CORE else pytest.param(t, marks=pytest.mark.long)
          for t in NEW + ["q4_k_m", "q5_k_m", "q6_k"]]
+# The file types of before issue 25, whose tensor types are checked too (a
+# conversion and llama.cpp's quantizer each, no llama.cpp runs): Q4_0 stores
+# the output projection as Q6_K, as llama.cpp's Q4_0 mix does.
+TYPE_MIXES = MIXES + ["q4_0", "q8_0"]
 
 SHAPES = {
     "deep": dict(hidden_size=256, intermediate_size=256, num_hidden_layers=16, num_attention_heads=8,
@@ -148,7 +152,7 @@ def _tensors(path):
 # ---------------------------------------------------------------- types
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("t", MIXES)
+@pytest.mark.parametrize("t", TYPE_MIXES)
 def test_types_equal_llama_cpp(files, shape, t):
     from edgerun.convert import reference
     ours, theirs = files(shape, t)
@@ -159,7 +163,7 @@ def test_types_equal_llama_cpp(files, shape, t):
     assert not diff, f"{t} on {shape}: (ours, llama.cpp) {diff}"
 
 
-@pytest.mark.parametrize("t", MIXES)
+@pytest.mark.parametrize("t", TYPE_MIXES)
 def test_file_type_key_is_llama_cpps(files, t):
     import gguf
     ours, theirs = files("w576", t)
@@ -191,6 +195,12 @@ def test_mix_rules_show_on_these_shapes():
     assert tt((64, 576), "q4_1", "token_embd.weight", 3, tied=True)[0] == "q8_0"     # Q6_K -> Q8_0
     assert tt((64, 512), "q4_1", "token_embd.weight", 3, tied=True)[0] == "q6_k"
     assert tt((64, 48), "q4_k_m", "blk.0.attn_q.weight", 3)[0] == "f16"
+    # Q4_0: the output projection Q6_K (Q8_0 on rows of 576), the rest Q4_0
+    assert tt((64, 256), "q4_0", "output.weight", **deep)[0] == "q6_k"
+    assert tt((64, 576), "q4_0", "token_embd.weight", 3, tied=True)[0] == "q8_0"
+    assert tt((64, 256), "q4_0", "token_embd.weight", **deep)[0] == "q4_0"
+    assert tt((64, 256), "q4_0", "blk.0.ffn_down.weight", **deep)[0] == "q4_0"
+    assert tt((64, 256), "q8_0", "output.weight", **deep)[0] == "q8_0"
 
 
 # ---------------------------------------------------------------- values

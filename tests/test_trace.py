@@ -16,8 +16,10 @@ import edgerun
 from edgerun import errors
 from edgerun.bench.trace import ring_events
 
+# by op id (edgerun.h's ER_OP_*): gelu_mul, a GeGLU model's gate, came last
 OPS = ["embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out", "ffn_norm",
-       "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head"]
+       "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head", "gelu_mul"]
+SWIGLU_OPS = [op for op in OPS if op != "gelu_mul"]     # what the embedded model runs
 PROMPT = "0012+0034="
 
 
@@ -115,7 +117,7 @@ def test_cli_trace_writes_a_perfetto_file(tmp_path):
     slices = check_chrome_trace(doc, 2, n_layer)
     assert doc["otherData"]["dropped"] == 0       # the ring was sized for the run
     assert 0 in {s["tid"] for s in slices} <= {0, 1}
-    assert {s["name"] for s in slices} == set(OPS)
+    assert {s["name"] for s in slices} == set(SWIGLU_OPS)
 
 
 def test_cli_trace_errors_are_one_line(tmp_path):
@@ -185,5 +187,23 @@ def test_cli_trace_summary(tmp_path):
     assert "embedded model: kernels " in r.stdout and ", 2 thread(s), context " in r.stdout, r.stdout
     assert ", K/V f16\n" in r.stdout, r.stdout
     assert "prefill: 1 step(s)" in r.stdout and "decode: 3 step(s)" in r.stdout
-    for op in OPS:
+    for op in SWIGLU_OPS:
         assert f"  {op} " in r.stdout, op
+    assert "  gelu_mul " not in r.stdout
+
+
+@pytest.mark.parametrize("fam,gate", [("gemma3", "gelu_mul"), ("qwen3", "silu_mul"), ("phi3", "silu_mul")])
+def test_trace_names_the_gate_the_family_runs(shared_data, fam, gate):
+    """Gemma's feed-forward gate is GELU (GeGLU), the others' SiLU (SwiGLU):
+    the trace names the one that ran, once per layer and step."""
+    from family_files import llamacpp_file
+    with edgerun.Model(str(llamacpp_file(shared_data, fam)), n_ctx=64, n_threads=2, trace_events=20000) as m:
+        n_layer = m.hparams["n_layer"]
+        events = m.trace("Once upon a time", max_tokens=3, stop_at_eos=False)
+    caller = [e for e in events if e["thread"] == 0]
+    steps = sum(1 for e in caller if e["op"] == "embed")
+    other = "silu_mul" if gate == "gelu_mul" else "gelu_mul"
+    assert steps == 3
+    assert sum(1 for e in caller if e["op"] == gate) == steps * n_layer
+    assert not [e for e in events if e["op"] == other]
+    assert all(e["op"] == OPS[e["op_id"]] for e in events)

@@ -211,11 +211,14 @@ typedef struct er_trace_event {
                                  [rows, heads, positions attended]; unused entries 0 */
 } er_trace_event;
 
-/* Operations er_trace_event.op names, in the order a layer runs them. */
+/* Operations er_trace_event.op names, in the order a layer runs them, but
+ * for ER_OP_GELU_MUL: the feed-forward gate of a GeGLU model (gemma3), which
+ * runs where ER_OP_SILU_MUL runs in a SwiGLU model (appended so that the
+ * earlier values keep their numbers). */
 enum {
     ER_OP_EMBED = 0, ER_OP_ATTN_NORM, ER_OP_QKV, ER_OP_ROPE, ER_OP_KV_STORE, ER_OP_ATTENTION,
     ER_OP_ATTN_OUT, ER_OP_FFN_NORM, ER_OP_FFN_GATE_UP, ER_OP_SILU_MUL, ER_OP_FFN_DOWN,
-    ER_OP_OUTPUT_NORM, ER_OP_LM_HEAD, ER_OP_COUNT
+    ER_OP_OUTPUT_NORM, ER_OP_LM_HEAD, ER_OP_GELU_MUL, ER_OP_COUNT
 };
 
 /* Streaming detokenizer state: caller-owned, zero-initialise (or er_detok_reset). */

@@ -710,10 +710,10 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
         matmul_shared(md, ER_OP_FFN_GATE_UP, l, xb, m, (const er_weight *const[]){&L->w_gate, &L->w_up},
                       (float *const[]){md->act.hb, md->act.hb2}, 2);
         t0 = er_trace_begin(tr);
-        each_row(md, &(rows_task){.row = d->traits & ER_T_GELU ? gelu_mul_row : silu_mul_row, .md = md,
-                                  .op = ER_OP_SILU_MUL, .layer = l, .m = m, .n = F, .src = md->act.hb2,
-                                  .dst = md->act.hb});
-        er_trace_end(tr, t0, ER_OP_SILU_MUL, l, 0, m, F, 2 * F);
+        const int gelu = (d->traits & ER_T_GELU) != 0, gate_op = gelu ? ER_OP_GELU_MUL : ER_OP_SILU_MUL;
+        each_row(md, &(rows_task){.row = gelu ? gelu_mul_row : silu_mul_row, .md = md, .op = gate_op, .layer = l,
+                                  .m = m, .n = F, .src = md->act.hb2, .dst = md->act.hb});
+        er_trace_end(tr, t0, gate_op, l, 0, m, F, 2 * F);
         matmul1(md, ER_OP_FFN_DOWN, l, md->act.hb, m, &L->w_down, xb2);
         if (L->post_ffn_norm)
             each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = xb2,

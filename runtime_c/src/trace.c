@@ -18,7 +18,7 @@
 
 static const char *const k_op_names[ER_OP_COUNT] = {
     "embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out",
-    "ffn_norm", "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head",
+    "ffn_norm", "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head", "gelu_mul",
 };
 
 const char *er_trace_op_name(int op) {

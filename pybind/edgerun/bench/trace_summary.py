@@ -14,9 +14,10 @@ untraced bookkeeping).
 import bisect
 import statistics
 
-# the order a step runs them in (runtime_c/src/trace.h)
+# the order a step runs them in (runtime_c/src/trace.h); a GeGLU model's
+# gelu_mul runs where a SwiGLU model's silu_mul does
 ORDER = ["embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out", "ffn_norm",
-         "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head"]
+         "ffn_gate_up", "silu_mul", "gelu_mul", "ffn_down", "output_norm", "lm_head"]
 
 
 def _steps(events):

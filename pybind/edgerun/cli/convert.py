@@ -14,13 +14,14 @@ HF_DIR holds config.json, *.safetensors and tokenizer.json or tokenizer.model
 Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM,
 SmolLM3ForCausalLM, Lfm2ForCausalLM), written as llama.cpp's converter writes
 them; settings the runtime would not compute are refused. Norms and biases stay
-F32; f32/f16/bf16/q8_0/q4_0 store every 2-D weight in that type. torch is not
-needed.
+F32; f32/f16/bf16 store every 2-D weight in that type, q8_0 too (its output
+projection included, as llama.cpp's Q8_0). torch is not needed.
 
 The other types pick a type per tensor the way llama.cpp's quantizer does
 without an importance matrix, so the file holds the tensor types
 llama-quantize writes from the same model:
-  q4_1 q5_0 q5_1 iq4_nl   32-element blocks; the output projection Q6_K
+  q4_0 q4_1 q5_0 q5_1     32-element blocks; the output projection Q6_K
+  iq4_nl
   iq4_xs                  IQ4_XS; attn_v Q5_K with 4+ query heads per KV head,
                           ffn_down Q5_K in the first eighth of the layers
   q2_k                    Q2_K; attn_v Q3_K (Q4_K with GQA 4+), ffn_down and

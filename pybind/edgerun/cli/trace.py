@@ -12,7 +12,8 @@ examples:
   edgerun trace model.gguf "Once upon a time" -n 128 --summary  # and a table per op
 
 Each op (embed, attn_norm, qkv, rope, kv_store, attention, attn_out, ffn_norm,
-ffn_gate_up, silu_mul, ffn_down, output_norm, lm_head) is one slice on the
+ffn_gate_up, silu_mul or, in a GeGLU model such as gemma3, gelu_mul, ffn_down,
+output_norm, lm_head) is one slice on the
 caller's track, with each pool worker's share on its own track; args hold the
 layer and shape. Where a decode step runs qkv, rope, kv_store and attention per
 K/V head range in one dispatch, those four are slices of each thread's ranges

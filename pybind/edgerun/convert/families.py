@@ -244,23 +244,33 @@ class Qwen3(Family):
 
 
 class SmolLM3(Llama):
-    """SmolLM3: Llama with RoPE left out of every 4th layer. Neither llama.cpp
-    nor the runtime reads the layer list from the file (both fix it at every
-    4th, counting from 1), so a config with any other list is refused."""
+    """SmolLM3: Llama with RoPE left out of every 4th layer. transformers
+    reads `no_rope_layers` (per layer, 1 = RoPE, 0 = NoPE), or when it is
+    absent builds it from `no_rope_layer_interval` (default 4): layer i
+    (from 0) is NoPE when (i + 1) % interval == 0. Neither llama.cpp nor the
+    runtime reads the layer list from the file (llama.cpp writes no key; both
+    fix the NoPE layers at 3, 7, 11, ...), so a config whose list, given or
+    derived, differs is refused."""
     arch = "smollm3"
     rope_types = ("default",)
 
     def check(self):
         super().check()
         n = self.hp.n_layer
+        want = [int((i + 1) % 4 != 0) for i in range(n)]
         nope = self.cfg.get("no_rope_layers")
         if nope is None:
-            interval = int(self.cfg.get("no_rope_layer_interval", 4))
+            interval = self.cfg.get("no_rope_layer_interval", 4)
+            if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
+                raise self.refuse(f"no_rope_layer_interval {interval!r}: not a positive layer count")
             nope = [int((i + 1) % interval != 0) for i in range(n)]
-        want = [int((i + 1) % 4 != 0) for i in range(n)]
-        if [int(x) for x in nope] != want:
-            raise self.refuse(f"no_rope_layers {list(nope)}: the runtime's smollm3 leaves RoPE out of "
-                              f"every 4th layer only ({want})")
+            source = f"no_rope_layer_interval {interval} (no no_rope_layers list)"
+        else:
+            source = f"no_rope_layers {list(nope)}"
+        if not isinstance(nope, list) or [int(x) for x in nope] != want:
+            raise self.refuse(f"{source}: the runtime's smollm3, like llama.cpp's, leaves RoPE out of every 4th "
+                              f"layer (layers {[i for i, r in enumerate(want) if not r]} of {n}), and no "
+                              f"other pattern (no_rope_layers must be {want})")
 
 
 class Gemma3(Family):

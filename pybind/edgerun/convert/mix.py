@@ -20,11 +20,10 @@ name, layer and model shape:
     rows are not even a multiple of 32.
 
 f32, f16 and bf16 store every 2-D tensor in that type. 1-D tensors (norms,
-biases) stay F32 in every file type, as llama.cpp leaves them. Q8_0 is
-llama.cpp's mix as well (its output stays Q8_0). Q4_0 keeps this converter's
-pure layout, every 2-D weight Q4_0, where llama.cpp would store the output
-projection as Q6_K (Q8_0 on rows not a multiple of 256): the runtime's Q4_0
-tests and tolerances are built on the pure files.
+biases) stay F32 in every file type, as llama.cpp leaves them. Q8_0 and
+Q4_0 are llama.cpp's mixes too: every 2-D weight in the file type but the
+output projection, which Q8_0 keeps in Q8_0 and Q4_0 stores as Q6_K (Q8_0
+on rows not a multiple of 256).
 """
 
 # file type -> (default GGML type, gguf.LlamaFileType member)
@@ -57,8 +56,8 @@ BLOCK = {"f32": 1, "f16": 1, "bf16": 1, "q8_0": 32, "q4_0": 32, "q4_1": 32, "q5_
 # a type whose block does not fit the rows -> the 32-element type llama.cpp uses instead
 FALLBACK = {"iq4_xs": "iq4_nl", "q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
 
-# today's types whose every 2-D weight takes the file type (see the module doc)
-PURE = ("f32", "f16", "bf16", "q8_0", "q4_0")
+# the float types: every 2-D weight takes the file type (see the module doc)
+PURE = ("f32", "f16", "bf16")
 
 
 def use_more_bits(i_layer, n_layer):
