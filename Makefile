@@ -9,6 +9,8 @@
 #                    cortex-a72 / cortex-a76 / SVE 128-2048 bits (scripts/test_kernels_qemu.sh)
 #   make test-families-qemu  every model family's greedy tokens on every Arm table under
 #                    qemu against native generic (tests/test_families_qemu.py)
+#   make test-qemu   every test marked qemu: the families check and the real rpi5
+#                    release chain (tests/test_release_board.py)
 #   make kernel-insns  instructions each Arm table executes per matrix product under qemu,
 #                    file layout vs repacked, and per activation row quantized, NEON vs
 #                    generic (scripts/kernel_insns_qemu.sh)
@@ -84,7 +86,7 @@ BENCH_MODELS := models/edgerun-add.gguf $(BENCH_DIR)/llama15m-f32.gguf $(BENCH_D
 .PHONY: all setup build test test-long test-asan clang-check demo bench bench-long clean distclean
 .PHONY: demo-native test-boards
 .PHONY: test-tsan-swap bench-tokenizer
-.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa test-kernels-qemu kernel-insns test-families-qemu
+.PHONY: test-tsan fuzz soak bench-latency bench-qemu-isa test-kernels-qemu kernel-insns test-families-qemu test-qemu
 
 all: build
 
@@ -245,6 +247,15 @@ test-kernels-qemu: setup
 # About 2 minutes on 2 cores once that build exists.
 test-families-qemu: build
 	$(call PYENV,$(NATIVE)) $(PY) -m pytest -m qemu tests/test_families_qemu.py $(PYTEST_ARGS)
+
+# Every test marked qemu: the families check above, and `edgerun release
+# --board rpi5` with its real steps (cross build, `test` under qemu, the bench
+# gates, package, publish, a device pulling it; tests/test_release_board.py).
+# Run by .ci/run after test-boards, whose rpi5 and armv9-sve2 builds they
+# reuse: about 5 minutes on 2 cores then (8 more where the builds are absent).
+# Kept out of `make test` so that it stays well under 25 minutes.
+test-qemu: build
+	$(call PYENV,$(NATIVE)) $(PY) -m pytest -m qemu $(PYTEST_ARGS)
 
 # Instructions executed per 64 x 2048 matrix product, each Arm table, file
 # layout against repacked, decode and prefill (a markdown table): the work a

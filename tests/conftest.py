@@ -24,7 +24,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "long: slow tests (minutes); excluded by default")
     config.addinivalue_line("markers", "bench: benchmarks; excluded by default")
     config.addinivalue_line("markers", "qemu: a board cross build under qemu-user; excluded by default "
-                                       "(make test-families-qemu)")
+                                       "(make test-qemu)")
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Greedy tokens of every model family are the same on every Arm kernel table
 under qemu-aarch64 as on the native generic table (issue 24 item 3).
 
-CI-sized (marker `qemu`, run by `make test-families-qemu`, which .ci/run
+CI-sized (marker `qemu`, run by `make test-qemu`, which .ci/run
 calls after `make test-boards`):
   * tiny seeded family files: each family's shared config (layer pattern,
     sliding window, NoPE layers, partial rotary, short convolutions, ...)

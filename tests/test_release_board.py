@@ -7,7 +7,8 @@ publishing to a folder; then a device pulls it from there with
 qemu. No report is passed in.
 
 Two sizes of the same chain: the CI one (4 held-out problems, 3 bench runs;
-the gates still compare the baseline's workload) and, marked `long`, the
+the gates still compare the baseline's workload; marker qemu, so `make
+test-qemu` runs it in .ci/run after test-boards has made the builds) and, marked `long`, the
 release defaults (32 problems, 5 bench runs), after which the flashed device
 serves its model with `edgerun serve --config` under the board's Python. The
 qemu C tests dominate both (~100-125 s of ~150-165 s on a loaded 2-core VM
@@ -146,6 +147,7 @@ def _serve_on_the_device(dev):
     assert ok, f"{detail}\n{out[-3000:]}"
 
 
+@pytest.mark.qemu
 def test_release_rpi5_real_chain_ci_size(tmp_path):
     """The whole chain, sized for CI: 4 problems, 3 bench runs (the median of
     3 per step keeps one slow run on a shared CI machine off the p99 gate)."""
