@@ -314,41 +314,6 @@ static void test_small_bpe(void) {
     unload(&l);
 }
 
-/* SentencePiece: pieces with scores, byte fallback off, unknown runs. */
-static void test_small_spm(void) {
-    static const char *const tok[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "c",
-                                      "ab", "bc", "\xe2\x96\x81\x61", "abc"};
-    static const float score[] = {0, 0, 0, -1, -2, -3, -4, -5, -1.5f, -6, -0.5f};
-    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
-    kv kvs[] = {
-        {"tokenizer.ggml.model", GGUF_STR, "llama", 0, 0, 0, 0, 0, 0},
-        {"tokenizer.ggml.tokens", GGUF_ARR, 0, 0, GGUF_STR, tok, 0, 0, 11},
-        {"tokenizer.ggml.scores", GGUF_ARR, 0, 0, GGUF_F32, 0, 0, score, 11},
-        {"tokenizer.ggml.token_type", GGUF_ARR, 0, 0, GGUF_I32, 0, types, 0, 11},
-        {"tokenizer.ggml.unknown_token_id", GGUF_U32, 0, 0, 0, 0, 0, 0, 0},
-    };
-    loaded l;
-    int rc = load_kvs(&l, kvs, 5);
-    CHECK(rc == 0, "small SPM vocab: %s", er_last_error());
-    if (rc) return;
-    int32_t ids[64];
-    size_t k;
-    /* "▁abc": pairs ▁a(-6) ab(-5) bc(-1.5): bc merges first; then a+bc is
-     * the piece "abc" (-0.5), which outscores ▁a: -> ▁ abc (a rank-ordered
-     * merge of the left pair first would give ▁a bc). */
-    rc = encode(l.v, "abc", 3, ER_TOK_ADD_SPECIAL, ids, 64, &k);
-    CHECK(rc == 0 && k == 3 && ids[0] == 1 && ids[1] == 3 && ids[2] == 10, "SPM merges by score: got %zu [%d %d %d]", k,
-          ids[0], ids[1], ids[2]);
-    /* unknown characters collapse into one <unk> per run */
-    rc = encode(l.v, "a\xc3\xa9\xc3\xa9z", 6, 0, ids, 64, &k);
-    CHECK(rc == 0 && k == 2 && ids[0] == 9 && ids[1] == 0, "one <unk> for a run of unknowns (%zu ids)", k);
-    char out[64];
-    int32_t d[] = {1, 9, 8};
-    rc = er_detokenize(l.v, d, 3, 1, out, sizeof out, &k);
-    CHECK(rc == 0 && k == 3 && memcmp(out, "abc", 3) == 0, "SPM decode drops the dummy space");
-    unload(&l);
-}
-
 /* Merge order: higher score first, then the lower id (not the leftmost
  * pair), for words short enough for the encoder's scan and for longer ones
  * (its heap): both must merge alike. */
@@ -395,6 +360,41 @@ static void test_spm_merge_order(void) {
     rc = load_kvs(&l, kvs, 4);
     CHECK(rc == ER_ECORRUPT, "NaN score refused: got %d", rc);
     if (rc == ER_ECORRUPT) CHECK_CONTAINS(er_last_error(), "NaN");
+    unload(&l);
+}
+
+/* SentencePiece: pieces with scores, byte fallback off, unknown runs. */
+static void test_small_spm(void) {
+    static const char *const tok[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "c",
+                                      "ab", "bc", "\xe2\x96\x81\x61", "abc"};
+    static const float score[] = {0, 0, 0, -1, -2, -3, -4, -5, -1.5f, -6, -0.5f};
+    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+    kv kvs[] = {
+        {"tokenizer.ggml.model", GGUF_STR, "llama", 0, 0, 0, 0, 0, 0},
+        {"tokenizer.ggml.tokens", GGUF_ARR, 0, 0, GGUF_STR, tok, 0, 0, 11},
+        {"tokenizer.ggml.scores", GGUF_ARR, 0, 0, GGUF_F32, 0, 0, score, 11},
+        {"tokenizer.ggml.token_type", GGUF_ARR, 0, 0, GGUF_I32, 0, types, 0, 11},
+        {"tokenizer.ggml.unknown_token_id", GGUF_U32, 0, 0, 0, 0, 0, 0, 0},
+    };
+    loaded l;
+    int rc = load_kvs(&l, kvs, 5);
+    CHECK(rc == 0, "small SPM vocab: %s", er_last_error());
+    if (rc) return;
+    int32_t ids[64];
+    size_t k;
+    /* "▁abc": pairs ▁a(-6) ab(-5) bc(-1.5): bc merges first; then a+bc is
+     * the piece "abc" (-0.5), which outscores ▁a: -> ▁ abc (a rank-ordered
+     * merge of the left pair first would give ▁a bc). */
+    rc = encode(l.v, "abc", 3, ER_TOK_ADD_SPECIAL, ids, 64, &k);
+    CHECK(rc == 0 && k == 3 && ids[0] == 1 && ids[1] == 3 && ids[2] == 10, "SPM merges by score: got %zu [%d %d %d]", k,
+          ids[0], ids[1], ids[2]);
+    /* unknown characters collapse into one <unk> per run */
+    rc = encode(l.v, "a\xc3\xa9\xc3\xa9z", 6, 0, ids, 64, &k);
+    CHECK(rc == 0 && k == 2 && ids[0] == 9 && ids[1] == 0, "one <unk> for a run of unknowns (%zu ids)", k);
+    char out[64];
+    int32_t d[] = {1, 9, 8};
+    rc = er_detokenize(l.v, d, 3, 1, out, sizeof out, &k);
+    CHECK(rc == 0 && k == 3 && memcmp(out, "abc", 3) == 0, "SPM decode drops the dummy space");
     unload(&l);
 }
 
@@ -554,7 +554,6 @@ int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "../shared/data";
     test_small_bpe();
     test_small_spm();
-    test_spm_merge_order();
     test_bad_metadata();
     static const char *const fams[] = {"llama-spm", "gpt-2", "llama-bpe", "qwen2"};
     for (int i = 0; i < 4; i++) {
@@ -570,5 +569,6 @@ int main(int argc, char **argv) {
         }
         unload(&l);
     }
+    test_spm_merge_order();
     return test_summary();
 }

@@ -6,9 +6,14 @@
  * pair whose concatenation is the vocabulary piece with the highest score
  * merges, as sentencepiece's BPE model and llama.cpp do. Where scores tie,
  * and for user-defined pieces (Gemma's whitespace runs), the order is
- * Hugging Face's: see pair_above and try_pair. Symbols that are not
- * pieces fall back to "<0xXX>" byte tokens, or — without byte tokens — to the
- * unknown token, one per run of unknown symbols as sentencepiece emits it.
+ * Hugging Face's: see pair_above (and er_vocab.rank, which holds the order
+ * as one integer per piece). Symbols that are not pieces fall back to
+ * "<0xXX>" byte tokens, or — without byte tokens — to the unknown token, one
+ * per run of unknown symbols as sentencepiece emits it.
+ *
+ * Words of up to SCAN_MAX bytes (nearly all) merge in encode_scan, on the
+ * stack, by a scan over one key per adjacent pair; longer ones in
+ * encode_segment with a heap. Both take the same merges in the same order.
  *
  * Scratch (per fragment of len bytes), see er_spm_scratch_bytes:
  *   text  3*len + 3 bytes  (every space can grow to "▁", plus the prefix)
@@ -238,14 +243,6 @@ static void encode_scan(const er_vocab *v, const uint8_t *t, size_t a, size_t b,
  * "previous id was an unknown run" state across segments. */
 static void encode_segment(const er_vocab *v, const uint8_t *t, size_t a, size_t b, sym *s, pair *h,
                            er_idsink *out, int *last_unk) {
-    if (b - a > SCAN_MAX && v->whole && b - a <= v->spm_max_piece) {
-        uint32_t id = er_vocab_find(v, t + a, b - a);
-        if (id != ER_VOCAB_NO_ID && v->whole[id]) {
-            er_sink_push(out, id);
-            *last_unk = 0;
-            return;
-        }
-    }
     if (b - a <= SCAN_MAX) {
         encode_scan(v, t, a, b, out, last_unk);
         return;
@@ -361,19 +358,4 @@ void er_spm_encode(const er_vocab *v, const char *text, size_t len, int prefix, 
         }
     }
     encode_segment(v, t, a, n, s, h, out, &last_unk);
-}
-
-#define WHOLE_MAX 64
-
-int er_spm_is_whole(const er_vocab *v, uint32_t id) {
-    const uint8_t *t = (const uint8_t *)v->text + v->text_off[id];
-    size_t n = v->text_off[id + 1] - v->text_off[id] - 1;
-    if (n == 0 || n > WHOLE_MAX) return 0;
-    sym s[WHOLE_MAX];
-    pair h[3 * WHOLE_MAX];
-    int32_t ids[2];
-    er_idsink out = {ids, 2, 0};
-    int last_unk = 0;
-    encode_segment(v, t, 0, n, s, h, &out, &last_unk);
-    return out.n == 1 && ids[0] == (int32_t)id;
 }

@@ -223,7 +223,7 @@ static size_t plan_bytes(const meta *m) {
     b += er_align_up((size_t)(m->text_bytes + 5 * m->n_unknown) + 1); /* dec */
     b += er_align_up(4 * (size_t)(m->n + 1));                   /* dec_off */
     b += er_align_up((size_t)m->n);                             /* type */
-    b += er_align_up((size_t)m->n);                             /* whole */
+    if (m->kind == ER_VOCAB_BPE) b += er_align_up((size_t)m->n); /* whole (BPE only) */
     if (m->kind == ER_VOCAB_SPM) {
         b += er_align_up(4 * (size_t)m->n);                     /* score */
         b += er_align_up(sizeof(er_spm_pair) * (size_t)m->pair_cap);
@@ -517,12 +517,6 @@ static int build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t planned_cap, 
         }
     }
     v->spm_seed = seed;
-    v->spm_max_piece = 0;
-    for (uint32_t id = 0; id < v->n_tokens; id++) {
-        size_t len;
-        key_of(v, id, &len);
-        if (hashed(v->kind, v->type[id]) && len > v->spm_max_piece) v->spm_max_piece = (uint32_t)len;
-    }
     return ER_OK;
 }
 
@@ -653,7 +647,7 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
     uint8_t *dec = take(a, (size_t)(m.text_bytes + 5 * m.n_unknown) + 1);
     uint32_t *dec_off = take(a, 4 * (size_t)(m.n + 1));
     uint8_t *type = take(a, (size_t)m.n);
-    uint8_t *whole = take(a, (size_t)m.n);
+    uint8_t *whole = m.kind == ER_VOCAB_BPE ? take(a, (size_t)m.n) : NULL;
     float *score = m.kind == ER_VOCAB_SPM ? take(a, 4 * (size_t)m.n) : NULL;
     er_spm_pair *pair_tab = m.kind == ER_VOCAB_SPM ? take(a, sizeof(er_spm_pair) * (size_t)m.pair_cap) : NULL;
     uint64_t *filter = m.kind == ER_VOCAB_SPM ? take(a, spm_filter_words(m.pair_cap) * 8) : NULL;
@@ -665,7 +659,8 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
     uint8_t *mbuf = m.kind == ER_VOCAB_BPE ? take(a, (size_t)m.max_merge + 1) : NULL;
     uint32_t *special = take(a, 4 * (size_t)(m.n_special + 1));
     uint8_t *strip = (m.has_strip[0] || m.has_strip[1]) ? take(a, (size_t)m.n) : NULL;
-    if (!v || !text || !text_off || !dec || !dec_off || !type || !whole || (m.kind == ER_VOCAB_SPM && (!score || !pair_tab || !filter || !rank || !seed)) || !piece_tab ||
+    if (!v || !text || !text_off || !dec || !dec_off || !type || (m.kind == ER_VOCAB_BPE && !whole) ||
+        (m.kind == ER_VOCAB_SPM && (!score || !pair_tab || !filter || !rank || !seed)) || !piece_tab ||
         (m.kind == ER_VOCAB_BPE && (!merge_tab || !mbuf)) || !special ||
         ((m.has_strip[0] || m.has_strip[1]) && !strip))
         return er_fail(ER_ENOMEM_ARENA, "tokenizer section is smaller than er_vocab_plan said");
@@ -867,13 +862,15 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
 
     if ((rc = read_options(f, v))) return rc;
 
-    /* Last: the encoders below must see the finished tables (and no
+    /* Last: the encoder below must see the finished tables (and no
      * whole-token shortcut while the flags are being computed). Llama 3
-     * style vocabularies take whole tokens anyway (ignore_merges). */
-    memset(whole, 0, (size_t)m.n);
-    for (uint32_t i = 0; i < v->n_tokens && !v->ignore_merges; i++) {
-        if (!hashed(m.kind, type[i])) continue;
-        whole[i] = (uint8_t)(m.kind == ER_VOCAB_SPM ? er_spm_is_whole(v, i) : er_bpe_is_whole(v, i));
+     * style vocabularies take whole tokens anyway (ignore_merges). SPM has
+     * no such shortcut: its words merge on the stack, cheaper than the
+     * look-up that would skip it. */
+    if (whole) {
+        memset(whole, 0, (size_t)m.n);
+        for (uint32_t i = 0; i < v->n_tokens && !v->ignore_merges; i++)
+            if (hashed(m.kind, type[i])) whole[i] = (uint8_t)er_bpe_is_whole(v, i);
     }
     v->whole = whole;
     *out = v;

@@ -75,10 +75,10 @@ struct er_vocab {
     const uint8_t *dec;
     const uint32_t *dec_off;    /* n_tokens + 1 */
     const uint8_t *type;        /* ER_TT_* per token */
-    /* 1 when encoding the token's own bytes yields exactly that token (found
-     * at open by running the encoder on it). A pre-token (BPE) or word (SPM)
-     * that is such a token is then emitted after one look-up, with the very
-     * ids merging would give. */
+    /* BPE: 1 when encoding the token's own bytes yields exactly that token
+     * (found at open by running the encoder on it). A pre-token that is such
+     * a token is then emitted after one look-up, with the very ids merging
+     * would give. NULL for SPM. */
     const uint8_t *whole;
     const float *score;         /* SPM scores, NULL for BPE */
 
@@ -115,8 +115,6 @@ struct er_vocab {
      * code, see ER_SPM_SEED_WS), so a word's first pairs skip the pair
      * table's cache misses. */
     const er_spm_seed *spm_seed;
-    /* SPM: the longest piece, in bytes: a longer word is no whole piece. */
-    uint32_t spm_max_piece;
 
     /* Token for each byte value: BPE the GPT-2-mapped single byte, SPM "<0xXX>";
      * ER_VOCAB_NO_ID when the vocabulary has none. */
@@ -242,7 +240,6 @@ size_t er_bpe_scratch_bytes(size_t len);
 
 /* Whether encoding token `id`'s bytes on its own gives [id] (used at open). */
 int er_bpe_is_whole(const er_vocab *v, uint32_t id);
-int er_spm_is_whole(const er_vocab *v, uint32_t id);
 
 /* Encode one fragment of text (no special tokens inside). `first` says no
  * token precedes the fragment in this call (SentencePiece's dummy prefix is
