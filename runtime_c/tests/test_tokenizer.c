@@ -14,6 +14,7 @@
 #include "tokenizer/vocab.h"
 #include "tokenizer/vocab_internal.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -313,6 +314,55 @@ static void test_small_bpe(void) {
     unload(&l);
 }
 
+/* Merge order: higher score first, then the lower id (not the leftmost
+ * pair), for words short enough for the encoder's scan and for longer ones
+ * (its heap): both must merge alike. */
+static void test_spm_merge_order(void) {
+    static const char *const tok[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "x", "y", "z", "yz", "xy", "a", "b"};
+    /* "yz" and "xy" tie: "yz" has the lower id, so it merges first although
+     * "xy" is to its left; "ab" is no piece, so "a b" pairs fall through. */
+    static const float score[] = {0, 0, 0, -1, -2, -3, -4, -5, -5, -6, -7};
+    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+    kv kvs[] = {
+        {"tokenizer.ggml.model", GGUF_STR, "llama", 0, 0, 0, 0, 0, 0},
+        {"tokenizer.ggml.tokens", GGUF_ARR, 0, 0, GGUF_STR, tok, 0, 0, 11},
+        {"tokenizer.ggml.scores", GGUF_ARR, 0, 0, GGUF_F32, 0, 0, score, 11},
+        {"tokenizer.ggml.token_type", GGUF_ARR, 0, 0, GGUF_I32, 0, types, 0, 11},
+    };
+    loaded l;
+    int rc = load_kvs(&l, kvs, 4);
+    CHECK(rc == 0, "merge-order SPM vocab: %s", er_last_error());
+    if (rc) return;
+    char text[400];
+    int32_t ids[400];
+    size_t k;
+    for (int reps = 1; reps <= 120; reps = reps * 3 + 1) { /* 3 .. 360 bytes: scan and heap */
+        for (int r = 0; r < reps; r++) memcpy(text + 3 * r, "xyz", 3);
+        rc = encode(l.v, text, (size_t)(3 * reps), 0, ids, 400, &k);
+        int ok = rc == 0 && k == (size_t)(1 + 2 * reps) && ids[0] == 3;
+        for (int r = 0; ok && r < reps; r++) ok = ids[1 + 2 * r] == 4 && ids[2 + 2 * r] == 7;
+        CHECK(ok, "%d x \"xyz\": the lower id wins a tie (%zu ids, rc %d)", reps, k, rc);
+    }
+    /* a word of characters that join nowhere, past the scan's length */
+    for (int n = 1; n <= 100; n += 33) {
+        for (int i = 0; i < n; i++) text[i] = i % 2 ? 'b' : 'a';
+        rc = encode(l.v, text, (size_t)n, 0, ids, 400, &k);
+        int ok = rc == 0 && k == (size_t)n + 1 && ids[0] == 3;
+        for (int i = 0; ok && i < n; i++) ok = ids[1 + i] == (i % 2 ? 10 : 9);
+        CHECK(ok, "%d unmergeable characters stay apart (%zu ids)", n, k);
+    }
+    unload(&l);
+    /* A NaN score has no place in the merge order: the file is refused. */
+    float nan_score[11];
+    memcpy(nan_score, score, sizeof score);
+    nan_score[7] = NAN;
+    kvs[2].f32s = nan_score;
+    rc = load_kvs(&l, kvs, 4);
+    CHECK(rc == ER_ECORRUPT, "NaN score refused: got %d", rc);
+    if (rc == ER_ECORRUPT) CHECK_CONTAINS(er_last_error(), "NaN");
+    unload(&l);
+}
+
 /* SentencePiece: pieces with scores, byte fallback off, unknown runs. */
 static void test_small_spm(void) {
     static const char *const tok[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "c",
@@ -570,5 +620,6 @@ int main(int argc, char **argv) {
         }
         unload(&l);
     }
+    test_spm_merge_order();
     return test_summary();
 }

@@ -9,6 +9,7 @@
  */
 #include "vocab.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -248,6 +249,10 @@ static int read_meta(const gguf_file *f, meta *m) {
     return ER_OK;
 }
 
+/* The pair filter: a word (64 bits) per 8 slots of the pair table, about
+ * 17 bits per pair, which lets through about 1% of the pairs not there. */
+static size_t spm_filter_words(uint32_t pair_cap) { return pair_cap >= 64 ? pair_cap / 8 : 8; }
+
 static size_t plan_bytes(const meta *m) {
     size_t b = 0;
     b += er_align_up(sizeof(er_vocab));
@@ -256,10 +261,13 @@ static size_t plan_bytes(const meta *m) {
     b += er_align_up((size_t)(m->text_bytes + 5 * m->n_unknown) + 1); /* dec */
     b += er_align_up(4 * (size_t)(m->n + 1));                   /* dec_off */
     b += er_align_up((size_t)m->n);                             /* type */
-    b += er_align_up((size_t)m->n);                             /* whole */
+    if (m->kind == ER_VOCAB_BPE) b += er_align_up((size_t)m->n); /* whole (BPE only) */
     if (m->kind == ER_VOCAB_SPM) {
         b += er_align_up(4 * (size_t)m->n);                     /* score */
         b += er_align_up(sizeof(er_spm_pair) * (size_t)m->pair_cap);
+        b += er_align_up(spm_filter_words(m->pair_cap) * 8);
+        b += er_align_up(4 * (size_t)m->n);                     /* rank */
+        b += er_align_up(sizeof(er_spm_seed) * ER_SPM_SEED_CODES * ER_SPM_SEED_CODES);
     }
     b += er_align_up(4 * (size_t)m->piece_cap);
     if (m->kind == ER_VOCAB_BPE) {
@@ -394,8 +402,8 @@ static int insert_piece(er_vocab *v, uint32_t *tab, uint32_t id) {
 }
 
 /* Counts the splits of pieces at a character boundary into two pieces and,
- * when tab is not NULL, enters each in it. */
-static uint32_t spm_splits(er_vocab *v, er_spm_pair *tab) {
+ * when tab is not NULL, enters each in it and in the filter. */
+static uint32_t spm_splits(er_vocab *v, er_spm_pair *tab, uint64_t *filter) {
     uint32_t count = 0;
     for (uint32_t id = 0; id < v->n_tokens; id++) {
         if (!hashed(v->kind, v->type[id])) continue;
@@ -406,14 +414,97 @@ static uint32_t spm_splits(er_vocab *v, er_spm_pair *tab) {
             if (l == ER_VOCAB_NO_ID || r == ER_VOCAB_NO_ID) continue;
             count++;
             if (!tab) continue;
-            uint32_t i = er_hash_spm_pair(l, r, v->pair_shift);
+            uint64_t h = er_hash_spm_pair(l, r);
+            filter[h >> v->filter_shift] |= er_spm_filter_bits(h, v->filter_shift);
+            uint32_t i = (uint32_t)(h >> v->pair_shift);
             while (tab[i].left != ER_VOCAB_NO_ID) i = (i + 1) & v->pair_mask;
             tab[i].left = l;
             tab[i].right = r;
             tab[i].result = id;
+            tab[i].rank = v->rank[id];
         }
     }
     return count;
+}
+
+/* The score a piece merges by: sentencepiece gives user-defined pieces 0,
+ * above every normal piece's negative score, and merges them first; the
+ * file's score cannot say it (llama.cpp's converter writes -1000 for them).
+ * Pieces no merge can make rank last. */
+static float merge_score(const er_vocab *v, uint32_t id) {
+    if (!hashed(v->kind, v->type[id])) return -FLT_MAX;
+    return v->type[id] == ER_TT_USER_DEFINED ? FLT_MAX : v->score[id];
+}
+
+/* Whether a merges before b: higher score, then lower id (Hugging Face's
+ * rank order for merges derived from a SentencePiece model; see spm.c). */
+static bool merges_before(const er_vocab *v, uint32_t a, uint32_t b) {
+    float sa = merge_score(v, a), sb = merge_score(v, b);
+    if (sa != sb) return sa > sb;
+    return a < b;
+}
+
+static void sift_rank(const er_vocab *v, uint32_t *a, uint32_t root, uint32_t end) {
+    for (;;) {
+        uint32_t child = 2 * root + 1;
+        if (child >= end) return;
+        if (child + 1 < end && merges_before(v, a[child], a[child + 1])) child++;
+        if (!merges_before(v, a[root], a[child])) return;
+        uint32_t t = a[root];
+        a[root] = a[child];
+        a[child] = t;
+        root = child;
+    }
+}
+
+/* rank[id] = the id's place in merge order. Heapsort (no heap at open)
+ * gives the ids in that order; the permutation is then inverted in place,
+ * cycle by cycle, with the top bit marking the places already done (ids
+ * are below 1 << 24). */
+static int build_ranks(const er_vocab *v, uint32_t *rank) {
+    uint32_t n = v->n_tokens;
+    for (uint32_t i = 0; i < n; i++) {
+        /* A NaN compares neither above nor below: no merge order exists. */
+        if (hashed(v->kind, v->type[i]) && v->score[i] != v->score[i])
+            return er_fail(ER_ECORRUPT, "tokenizer.ggml.scores: piece %u has a NaN score", i);
+        rank[i] = i;
+    }
+    for (uint32_t i = n / 2; i-- > 0;) sift_rank(v, rank, i, n);
+    for (uint32_t end = n; end > 1;) {
+        end--;
+        uint32_t t = rank[0];
+        rank[0] = rank[end];
+        rank[end] = t;
+        sift_rank(v, rank, 0, end);
+    }
+    /* rank[] now lists the ids in merge order (heapsort ascends by
+     * merges_before); invert it. */
+    const uint32_t done = 0x80000000u;
+    for (uint32_t i = 0; i < n; i++) {
+        if (rank[i] & done) continue;
+        uint32_t prev = i, j = rank[i];
+        while (j != i) {
+            uint32_t next = rank[j];
+            rank[j] = prev | done;
+            prev = j;
+            j = next;
+        }
+        rank[i] = prev | done;
+    }
+    for (uint32_t i = 0; i < n; i++) rank[i] &= ~done;
+    return ER_OK;
+}
+
+/* Text of a seed-table character (see ER_SPM_SEED_WS). */
+static const uint8_t *seed_text(int c, uint8_t *one, size_t *len) {
+    static const uint8_t ws[3] = {0xE2, 0x96, 0x81};
+    if (c == ER_SPM_SEED_WS) {
+        *len = 3;
+        return ws;
+    }
+    *one = (uint8_t)c;
+    *len = 1;
+    return one;
 }
 
 /* Fills the SPM pair table: each piece split at each character boundary
@@ -423,9 +514,14 @@ static uint32_t spm_splits(er_vocab *v, er_spm_pair *tab) {
  * are unique (duplicates were refused), so no pair is entered twice.
  * read_meta sized the region for every character boundary; the table
  * takes only what the pairs that exist need (about half of it for
- * Llama 2), because the encoder's time goes into cache misses on it. */
-static void build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t planned_cap) {
-    uint32_t n = spm_splits(v, NULL);
+ * Llama 2), because the encoder's time goes into cache misses on it.
+ * Also the merge ranks, the seed table and the longest piece. */
+static int build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t planned_cap, uint64_t *filter, uint32_t *rank,
+                           er_spm_seed *seed) {
+    int rc = build_ranks(v, rank);
+    if (rc) return rc;
+    v->rank = rank;
+    uint32_t n = spm_splits(v, NULL, NULL);
     uint32_t cap = pow2_at_least((uint64_t)n + n / 3 + 1);
     if (cap > planned_cap) cap = planned_cap; /* not reached: n <= the boundaries counted */
     memset(tab, 0xFF, sizeof(er_spm_pair) * (size_t)cap);
@@ -433,13 +529,33 @@ static void build_spm_pairs(er_vocab *v, er_spm_pair *tab, uint32_t planned_cap)
     v->pair_mask = cap - 1;
     v->pair_shift = 64;
     for (uint32_t c = cap; c > 1; c >>= 1) v->pair_shift--;
+    size_t words = spm_filter_words(cap);
+    memset(filter, 0, 8 * words);
+    v->pair_filter = filter;
+    v->filter_shift = 64;
+    for (size_t w = words; w > 1; w >>= 1) v->filter_shift--;
     for (int c = 0; c < 128; c++) {
         uint8_t b = (uint8_t)c;
         v->spm_ascii[c] = er_vocab_find(v, &b, 1);
     }
     static const uint8_t ws[3] = {0xE2, 0x96, 0x81};
     v->spm_ws = er_vocab_find(v, ws, 3);
-    spm_splits(v, tab);
+    spm_splits(v, tab, filter);
+    /* By bytes, not by the pair table: a character that is no piece may
+     * still begin one, as in the encoder's own fallback. */
+    for (int l = 0; l < ER_SPM_SEED_CODES; l++) {
+        for (int r = 0; r < ER_SPM_SEED_CODES; r++) {
+            uint8_t lb, rb;
+            size_t ln, rn;
+            const uint8_t *lt = seed_text(l, &lb, &ln), *rt = seed_text(r, &rb, &rn);
+            uint32_t id = er_vocab_find2(v, lt, ln, rt, rn);
+            er_spm_seed *e = &seed[l * ER_SPM_SEED_CODES + r];
+            e->id = id;
+            e->rank = id == ER_VOCAB_NO_ID ? ER_SPM_NO_RANK : rank[id];
+        }
+    }
+    v->spm_seed = seed;
+    return ER_OK;
 }
 
 /* Special tokens sort by first byte, then longest first, so the first match
@@ -569,15 +685,20 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
     uint8_t *dec = take(a, (size_t)(m.text_bytes + 5 * m.n_unknown) + 1);
     uint32_t *dec_off = take(a, 4 * (size_t)(m.n + 1));
     uint8_t *type = take(a, (size_t)m.n);
-    uint8_t *whole = take(a, (size_t)m.n);
+    uint8_t *whole = m.kind == ER_VOCAB_BPE ? take(a, (size_t)m.n) : NULL;
     float *score = m.kind == ER_VOCAB_SPM ? take(a, 4 * (size_t)m.n) : NULL;
     er_spm_pair *pair_tab = m.kind == ER_VOCAB_SPM ? take(a, sizeof(er_spm_pair) * (size_t)m.pair_cap) : NULL;
+    uint64_t *filter = m.kind == ER_VOCAB_SPM ? take(a, spm_filter_words(m.pair_cap) * 8) : NULL;
+    uint32_t *rank = m.kind == ER_VOCAB_SPM ? take(a, 4 * (size_t)m.n) : NULL;
+    er_spm_seed *seed = m.kind == ER_VOCAB_SPM
+                            ? take(a, sizeof(er_spm_seed) * ER_SPM_SEED_CODES * ER_SPM_SEED_CODES) : NULL;
     uint32_t *piece_tab = take(a, 4 * (size_t)m.piece_cap);
     er_merge *merge_tab = m.kind == ER_VOCAB_BPE ? take(a, sizeof(er_merge) * (size_t)m.merge_cap) : NULL;
     uint8_t *mbuf = m.kind == ER_VOCAB_BPE ? take(a, (size_t)m.max_merge + 1) : NULL;
     uint32_t *special = take(a, 4 * (size_t)(m.n_special + 1));
     uint8_t *strip = (m.has_strip[0] || m.has_strip[1]) ? take(a, (size_t)m.n) : NULL;
-    if (!v || !text || !text_off || !dec || !dec_off || !type || !whole || (m.kind == ER_VOCAB_SPM && (!score || !pair_tab)) || !piece_tab ||
+    if (!v || !text || !text_off || !dec || !dec_off || !type || (m.kind == ER_VOCAB_BPE && !whole) ||
+        (m.kind == ER_VOCAB_SPM && (!score || !pair_tab || !filter || !rank || !seed)) || !piece_tab ||
         (m.kind == ER_VOCAB_BPE && (!merge_tab || !mbuf)) || !special ||
         ((m.has_strip[0] || m.has_strip[1]) && !strip))
         return er_fail(ER_ENOMEM_ARENA, "tokenizer section is smaller than er_vocab_plan said");
@@ -689,7 +810,7 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
         if ((rc = insert_piece(v, piece_tab, i))) return rc;
     }
 
-    if (m.kind == ER_VOCAB_SPM) build_spm_pairs(v, pair_tab, m.pair_cap);
+    if (m.kind == ER_VOCAB_SPM && (rc = build_spm_pairs(v, pair_tab, m.pair_cap, filter, rank, seed))) return rc;
 
     if (m.kind == ER_VOCAB_SPM) {
         v->spm_split_words = 1;
@@ -780,13 +901,15 @@ int er_vocab_build(const gguf_file *f, er_arena *a, er_vocab **out) {
     if ((rc = read_options(f, v))) return rc;
     v->prefix_first = m.prefix_first;
 
-    /* Last: the encoders below must see the finished tables (and no
+    /* Last: the encoder below must see the finished tables (and no
      * whole-token shortcut while the flags are being computed). Llama 3
-     * style vocabularies take whole tokens anyway (ignore_merges). */
-    memset(whole, 0, (size_t)m.n);
-    for (uint32_t i = 0; i < v->n_tokens && !v->ignore_merges; i++) {
-        if (!hashed(m.kind, type[i])) continue;
-        whole[i] = (uint8_t)(m.kind == ER_VOCAB_SPM ? er_spm_is_whole(v, i) : er_bpe_is_whole(v, i));
+     * style vocabularies take whole tokens anyway (ignore_merges). SPM has
+     * no such shortcut: its words merge on the stack, cheaper than the
+     * look-up that would skip it. */
+    if (whole) {
+        memset(whole, 0, (size_t)m.n);
+        for (uint32_t i = 0; i < v->n_tokens && !v->ignore_merges; i++)
+            if (hashed(m.kind, type[i])) whole[i] = (uint8_t)er_bpe_is_whole(v, i);
     }
     v->whole = whole;
     *out = v;

@@ -34,10 +34,23 @@ typedef struct er_merge {
     uint32_t left, right, rank, result;
 } er_merge;
 
-/* One SPM id pair: the piece whose text is left's text followed by right's. */
+/* One SPM id pair: the piece whose text is left's text followed by right's,
+ * with that piece's merge rank (er_vocab.rank) beside it, so that a pair
+ * found costs one cache line. */
 typedef struct er_spm_pair {
-    uint32_t left, right, result;
+    uint32_t left, right, result, rank;
 } er_spm_pair;
+
+/* The SPM seed table's entry: the piece two adjacent characters make. */
+typedef struct er_spm_seed {
+    uint32_t id, rank;          /* ER_VOCAB_NO_ID / ER_SPM_NO_RANK when none */
+} er_spm_seed;
+
+#define ER_SPM_NO_RANK 0xFFFFFFFFu
+/* Seed-table characters: ASCII bytes but the space, which never reaches the
+ * encoder as itself; its code stands for "▁". */
+#define ER_SPM_SEED_CODES 128
+#define ER_SPM_SEED_WS 0x20
 
 struct er_vocab {
     int kind;                   /* ER_VOCAB_SPM / ER_VOCAB_BPE */
@@ -64,10 +77,10 @@ struct er_vocab {
     const uint8_t *dec;
     const uint32_t *dec_off;    /* n_tokens + 1 */
     const uint8_t *type;        /* ER_TT_* per token */
-    /* 1 when encoding the token's own bytes yields exactly that token (found
-     * at open by running the encoder on it). A pre-token (BPE) or word (SPM)
-     * that is such a token is then emitted after one look-up, with the very
-     * ids merging would give. */
+    /* BPE: 1 when encoding the token's own bytes yields exactly that token
+     * (found at open by running the encoder on it). A pre-token that is such
+     * a token is then emitted after one look-up, with the very ids merging
+     * would give. NULL for SPM. */
     const uint8_t *whole;
     const float *score;         /* SPM scores, NULL for BPE */
 
@@ -88,10 +101,22 @@ struct er_vocab {
     const er_spm_pair *pair_tab;
     uint32_t pair_mask;
     unsigned pair_shift;        /* 64 - log2(pair_mask + 1) */
+    /* SPM: a filter on the pair table (er_vocab_spm_pair): per pair two
+     * bits, set in one of its 64-bit words. */
+    const uint64_t *pair_filter;
+    unsigned filter_shift;      /* 64 - log2 of its words */
     /* SPM: the piece of each ASCII character and of "▁" (ER_VOCAB_NO_ID when
      * none), so that cutting a text into symbols mostly skips the hash. */
     uint32_t spm_ascii[128];
     uint32_t spm_ws;
+    /* SPM merge order: rank[id] < rank[other] when id merges first, i.e.
+     * higher score (user-defined pieces above all), then lower id. One
+     * integer compare instead of a score, a type and an id. */
+    const uint32_t *rank;
+    /* SPM: the piece each two seed-table characters make (code * 128 +
+     * code, see ER_SPM_SEED_WS), so a word's first pairs skip the pair
+     * table's cache misses. */
+    const er_spm_seed *spm_seed;
 
     /* Token for each byte value: BPE the GPT-2-mapped single byte, SPM "<0xXX>";
      * ER_VOCAB_NO_ID when the vocabulary has none. */
@@ -141,11 +166,17 @@ static inline uint32_t er_hash_pair(uint32_t l, uint32_t r) {
     return (uint32_t)x;
 }
 
-/* The SPM pair table's slot: one multiply, on the encoder's hottest path
+/* The SPM pair tables' hash: one multiply, on the encoder's hottest path
  * (Fibonacci hashing: the product's top bits depend on every bit of both
- * ids; shift = 64 - log2 of the table size). */
-static inline uint32_t er_hash_spm_pair(uint32_t l, uint32_t r, unsigned shift) {
-    return (uint32_t)(((((uint64_t)l << 32) | r) * 0x9E3779B97F4A7C15ull) >> shift);
+ * ids, so the slot and the filter bits all come from them). */
+static inline uint64_t er_hash_spm_pair(uint32_t l, uint32_t r) {
+    return (((uint64_t)l << 32) | r) * 0x9E3779B97F4A7C15ull;
+}
+
+/* The SPM pair filter's word and bits for hash h (shift = 64 - log2 of
+ * its words; two bits per pair in one word: one cache line per look-up). */
+static inline uint64_t er_spm_filter_bits(uint64_t h, unsigned shift) {
+    return (1ull << ((h >> (shift - 6)) & 63)) | (1ull << ((h >> (shift - 12)) & 63));
 }
 
 /* Looks up the piece a[0..na) ++ b[0..nb) in the piece table (keys: `keys`
@@ -167,13 +198,19 @@ static inline const er_merge *er_vocab_merge(const er_vocab *v, uint32_t l, uint
     }
 }
 
-/* SPM pair look-up: the piece that is (left, right) concatenated, or ER_VOCAB_NO_ID. */
-static inline uint32_t er_vocab_spm_pair(const er_vocab *v, uint32_t l, uint32_t r) {
-    uint32_t i = er_hash_spm_pair(l, r, v->pair_shift);
+/* SPM pair look-up: the entry of the piece that is (left, right)
+ * concatenated, or NULL. Most pairs of a text make no piece: the filter
+ * says so for nearly all of them from a table small enough to stay in
+ * cache, where the pair table's slot would be a miss. */
+static inline const er_spm_pair *er_vocab_spm_pair(const er_vocab *v, uint32_t l, uint32_t r) {
+    uint64_t h = er_hash_spm_pair(l, r);
+    uint64_t want = er_spm_filter_bits(h, v->filter_shift);
+    if ((v->pair_filter[h >> v->filter_shift] & want) != want) return NULL;
+    uint32_t i = (uint32_t)(h >> v->pair_shift);
     for (;;) {
         const er_spm_pair *p = &v->pair_tab[i];
-        if (p->left == l && p->right == r) return p->result;
-        if (p->left == ER_VOCAB_NO_ID) return ER_VOCAB_NO_ID;
+        if (p->left == l && p->right == r) return p;
+        if (p->left == ER_VOCAB_NO_ID) return NULL;
         i = (i + 1) & v->pair_mask;
     }
 }
@@ -205,7 +242,6 @@ size_t er_bpe_scratch_bytes(size_t len);
 
 /* Whether encoding token `id`'s bytes on its own gives [id] (used at open). */
 int er_bpe_is_whole(const er_vocab *v, uint32_t id);
-int er_spm_is_whole(const er_vocab *v, uint32_t id);
 
 /* Encode one fragment of text (no special tokens inside). SPM: `prefix`
  * says whether this fragment may get the dummy prefix (add_space_prefix);
