@@ -93,6 +93,19 @@ static inline __m256i er_x86_dpbusd_bcast4(__m256i acc, __m256i u, const int8_t 
     return acc;
 #endif
 }
+
+/* er_x86_dpbusd_bcast4 on 512-bit vectors ({1to16}): the kernels that take
+ * two row groups per instruction (repack_avx2.c's group_tile16) */
+static inline __m512i er_x86_dpbusd512_bcast4(__m512i acc, __m512i u, const int8_t *p) {
+#if defined(__clang__)
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_dpbusd_epi32(acc, u, _mm512_set1_epi32(v));
+#else
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(const void *)p));
+    return acc;
+#endif
+}
 #endif
 
 #endif

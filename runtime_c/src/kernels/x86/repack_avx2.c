@@ -182,6 +182,58 @@ static ALWAYS_INLINE void group_tile(const blk_q4_0x8 *wg, const unsigned char *
     }
 }
 
+#if ER_X86_VNNI
+/* Two groups of 8 weight rows (16 rows, lanes 0-7 the first group's, 8-15
+ * the second's) against mt activation rows in 512-bit vectors: group_tile's
+ * VNNI body with each instruction covering both groups, so every lane takes
+ * the same integer sums and the same float operations in the same order as
+ * group_tile gives it: bit for bit group_tile's result, in half the
+ * instructions. That matters where the kernel is compute-bound: a tile of
+ * several activation rows (er_decode_batch's decode step, prefill). */
+static ALWAYS_INLINE void group_tile16(const blk_q4_0x8 *wg0, const blk_q4_0x8 *wg1, const unsigned char *x,
+                                       size_t xs, const int mt, int b0, int b1, act_blk a[MT][KB], float *y,
+                                       size_t ys, int add) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), mh = _mm512_set1_epi8((char)0xf0);
+    __m512 acc[MT];
+    for (int j = 0; j < mt; j++) acc[j] = _mm512_setzero_ps();
+    for (int b = b0; b < b1; b++) {
+        const blk_q4_0x8 *w0 = wg0 + b, *w1 = wg1 + b;
+        const int8_t *xq[MT];
+        __m512i s[MT], h[MT];
+        for (int j = 0; j < mt; j++) {
+            xq[j] = ((const er_block_q8_0 *)(const void *)(x + (size_t)j * xs) + b)->qs;
+            s[j] = _mm512_setzero_si512();
+            h[j] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 2
+        for (int c = 0; c < 4; c++) {
+            const __m512i q = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(w0->q + 32 * c))),
+                _mm256_loadu_si256((const __m256i *)(const void *)(w1->q + 32 * c)), 1);
+            const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(q, mh);
+#pragma GCC unroll 8
+            for (int j = 0; j < mt; j++) {
+                s[j] = er_x86_dpbusd512_bcast4(s[j], lo, xq[j] + 4 * c);
+                h[j] = er_x86_dpbusd512_bcast4(h[j], hi, xq[j] + 16 + 4 * c);
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)w0->d)),
+            _mm_loadu_si128((const __m128i *)(const void *)w1->d), 1));
+        for (int j = 0; j < mt; j++) {
+            const act_blk *ab = &a[j][b - b0];
+            const __m512i isum = _mm512_add_epi32(s[j], _mm512_srai_epi32(h[j], 4));
+            const __m512i d = _mm512_sub_epi32(isum, _mm512_set1_epi32(ab->sum8));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[j]);
+        }
+    }
+    for (int j = 0; j < mt; j++) {
+        float *yj = y + (size_t)j * ys;
+        _mm512_storeu_ps(yj, add ? _mm512_add_ps(_mm512_loadu_ps(yj), acc[j]) : acc[j]);
+    }
+}
+#endif
+
 /* a->w: the repacked matrix; rows [r0, r1) with r0 a multiple of 8 and
  * r1 - r0 a multiple of 8 (forward.c chunks so). */
 void ER_X86_FN(matmul_q4_0x8)(const er_matmul_args *a) {
@@ -195,7 +247,24 @@ void ER_X86_FN(matmul_q4_0x8)(const er_matmul_args *a) {
             const int mt = a->m - j0 < MT ? a->m - j0 : MT;
             const unsigned char *xj = x + (size_t)j0 * a->x_stride;
             prep(xj, a->x_stride, mt, b0, b1, ab);
-            for (int r = a->r0; r < a->r1; r += 8) {
+            int r = a->r0;
+#if ER_X86_VNNI
+            for (; r + 16 <= a->r1; r += 16) {
+                const blk_q4_0x8 *wg = (const blk_q4_0x8 *)(const void *)((const unsigned char *)a->w +
+                                                                          (size_t)(r / 8) * group_bytes);
+                const blk_q4_0x8 *wg1 = (const blk_q4_0x8 *)(const void *)((const unsigned char *)wg + group_bytes);
+                float *y = a->y + (size_t)j0 * a->y_stride + (size_t)r;
+                switch (mt) {
+                case 1: group_tile16(wg, wg1, xj, a->x_stride, 1, b0, b1, ab, y, a->y_stride, b0 != 0); break;
+                case 2: group_tile16(wg, wg1, xj, a->x_stride, 2, b0, b1, ab, y, a->y_stride, b0 != 0); break;
+                case 3: group_tile16(wg, wg1, xj, a->x_stride, 3, b0, b1, ab, y, a->y_stride, b0 != 0); break;
+                case 4: group_tile16(wg, wg1, xj, a->x_stride, 4, b0, b1, ab, y, a->y_stride, b0 != 0); break;
+                case 5: group_tile16(wg, wg1, xj, a->x_stride, 5, b0, b1, ab, y, a->y_stride, b0 != 0); break;
+                default: group_tile16(wg, wg1, xj, a->x_stride, 6, b0, b1, ab, y, a->y_stride, b0 != 0); break;
+                }
+            }
+#endif
+            for (; r < a->r1; r += 8) {
                 const blk_q4_0x8 *wg = (const blk_q4_0x8 *)(const void *)((const unsigned char *)a->w +
                                                                           (size_t)(r / 8) * group_bytes);
                 float *y = a->y + (size_t)j0 * a->y_stride + (size_t)r;
