@@ -523,7 +523,7 @@ static void attend(er_model *md, er_session *s, const er_layer *L, int l, int m,
 
 /*
  * A batched step's one-token sessions whose attention alone would take K/V
- * head ranges (attend with m = 1, at.heads set, no split): all their items
+ * head ranges (attend with m = 1 and at.heads set): all their items
  * in one dispatch, session after session, where one attend each took a
  * dispatch apiece (4 sessions at 2 threads: 4 dispatches a layer, each a
  * wake-up and a wait). Each item is the call attend's worker makes for it
@@ -870,7 +870,7 @@ int er_forward_batch(er_session *const *ss, const int32_t *const *ids, const siz
                 while (e < m && rows[e].sess == rows[b].sess && rows[e].pos == rows[e - 1].pos + 1 &&
                        (b >= heads) == (e >= heads))
                     e++;
-                if (e - b == 1 && ah && !er_att_split(d, nth, rows[b].pos + 1 - att_lo(L, rows[b].pos)))
+                if (e - b == 1 && ah) /* attend's m = 1 path (er_att_split is 0 where er_att_heads is not) */
                     one[hb.n++] = b;
                 else
                     attend(md, ss[rows[b].sess], L, l, e - b, b, rows[b].pos);
