@@ -15,7 +15,7 @@ K="$ROOT/runtime_c/src/kernels"
 S="$ROOT/runtime_c/src"
 CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I$ROOT/runtime_c/include -I$S"
 compile_kernel_objs
-CORE="error arena gguf gguf_types plan family model forward session sampler threadpool repack snapshot trace live"
+CORE="error arena gguf gguf_types plan family model forward session sampler threadpool repack snapshot trace live kv_shift"
 TOK="unicode unicode_tables pretokenize normalize nfc_tables vocab spm bpe tokenize detok"
 SRCS="$S/cuda/none.c"
 for f in $CORE; do SRCS="$SRCS $S/$f.c"; done

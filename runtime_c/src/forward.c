@@ -353,6 +353,25 @@ typedef struct att_task {
     atomic_int next;        /* next item to claim: (token block, K/V head), (token, head) or a K/V head range */
 } att_task;
 
+/* Item i of a decode step's K/V head ranges (heads per range): session s's
+ * query at position pos0, row r0 of act.q, into the same row of act.att.
+ * A range is one cache block (heads == d->kv_blk). Returns the queries done. */
+static int heads_item(er_model *md, er_session *s, const er_layer *L, int pos0, int r0, int heads, int i,
+                      float *scratch) {
+    const er_dims *d = &md->d;
+    const int hd = d->head_dim, group = d->n_head / d->n_head_kv;
+    const size_t elem = d->kv_type == ER_KV_F16 ? 2 : 4;
+    const int k0 = i * heads, nk = d->n_head_kv - k0 < heads ? d->n_head_kv - k0 : heads;
+    const int lo = att_lo(L, pos0);
+    size_t stride;
+    const size_t off = er_kv_col_rows(d, L->kv_rows, k0, er_kv_slot(L->ring, lo), &stride) * elem;
+    const size_t at = (size_t)r0 * d->n_head * hd + (size_t)k0 * group * hd;
+    md->k->attention_heads(md->act.att + at, md->act.q + at, pos0 + 1 - lo, er_kv_base(s, L, 0, elem) + off,
+                           er_kv_base(s, L, 1, elem) + off, d->kv_type, stride, nk, group, hd, d->attn_scale,
+                           scratch);
+    return nk * group;
+}
+
 /* An item is one K/V head against a block of tokens: every query head of the
  * head's group, for each token (causal: token b sees every cached position
  * up to and including its own). Items go in token-block order, K/V heads in
@@ -389,16 +408,7 @@ static void att_worker(void *ctx, int ith, int nth) {
     int done = 0;
     for (int i; (i = er_pool_claim(&t->next)) < n_items;) {
         if (t->heads) {
-            /* a range is one cache block (t->heads == d->kv_blk) */
-            const int k0 = i * t->heads, nk = d->n_head_kv - k0 < t->heads ? d->n_head_kv - k0 : t->heads;
-            const int lo = att_lo(L, t->pos0);
-            size_t stride;
-            const size_t off = er_kv_col_rows(d, L->kv_rows, k0, er_kv_slot(L->ring, lo), &stride) * elem;
-            const size_t at = (size_t)k0 * group * hd;
-            md->k->attention_heads(aa + at, aq + at, t->pos0 + 1 - lo, k_base + off,
-                                   v_base + off, d->kv_type, stride, nk, group, hd, scale,
-                                   scratch);
-            done += nk * group;
+            done += heads_item(md, t->s, L, t->pos0, t->r0, t->heads, i, scratch);
             continue;
         }
         int b0, b1, h0, h1; /* tokens [b0, b1) x query heads [h0, h1), all of one K/V head */
@@ -509,6 +519,48 @@ static void attend(er_model *md, er_session *s, const er_layer *L, int l, int m,
         dispatch(md, att_worker, &at);
     }
     er_trace_end(&md->trace, t0, ER_OP_ATTENTION, l, 0, m, d->n_head, pos0 + m);
+}
+
+/*
+ * A batched step's one-token sessions whose attention alone would take K/V
+ * head ranges (attend with m = 1 and at.heads set): all their items
+ * in one dispatch, session after session, where one attend each took a
+ * dispatch apiece (4 sessions at 2 threads: 4 dispatches a layer, each a
+ * wake-up and a wait). Each item is the call attend's worker makes for it
+ * (heads_item), so every query's bits are those it gets alone.
+ */
+typedef struct heads_batch_task {
+    er_model *md;
+    er_session *const *ss;
+    const er_batch_row *rows;
+    const int *r;           /* the step's rows of the sessions taken */
+    int n, per, heads, layer;
+    atomic_int next;
+} heads_batch_task;
+
+static void heads_batch_worker(void *ctx, int ith, int nth) {
+    heads_batch_task *t = ctx;
+    er_model *md = t->md;
+    const uint64_t t_op = ith ? er_trace_begin(&md->trace) : 0;
+    const er_layer *L = &md->layers[t->layer];
+    float *scratch = md->act.scores + (size_t)ith * er_att_scratch(&md->d);
+    (void)nth;
+    int done = 0;
+    for (int i; (i = er_pool_claim(&t->next)) < t->n * t->per;) {
+        const int b = t->r[i / t->per];
+        done += heads_item(md, t->ss[t->rows[b].sess], L, t->rows[b].pos, b, t->heads, i % t->per, scratch);
+    }
+    er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->n, done, 0);
+}
+
+/* the sessions one dispatch takes (the caller's stack holds their rows) */
+#define HEADS_BATCH_MAX 32
+
+static void attend_heads_batch(er_model *md, heads_batch_task *hb) {
+    const uint64_t t0 = er_trace_begin(&md->trace);
+    atomic_init(&hb->next, 0);
+    dispatch(md, heads_batch_worker, hb);
+    er_trace_end(&md->trace, t0, ER_OP_ATTENTION, hb->layer, 0, hb->n, md->d.n_head, 0);
 }
 
 /* Q/K/V products, RoPE, the K/V store and attention over the whole of
@@ -807,13 +859,25 @@ int er_forward_batch(er_session *const *ss, const int32_t *const *ids, const siz
             each_row(md, &(rows_task){.row = rope_row, .md = md, .m = m, .n = qd + kvd, .L = L});
             each_row(md, &(rows_task){.row = store_kv_batch_row, .md = md, .layer = l, .m = m, .n = 2 * kvd,
                                       .ss = ss});
-            /* per run of a session's rows: its tiles, then its rest */
+            /* per run of a session's rows: its tiles, then its rest; the
+             * one-token runs that take head ranges together, after */
+            const int nth = md->pool.n_threads, ah = er_att_heads(d, nth);
+            int one[HEADS_BATCH_MAX];
+            heads_batch_task hb = {.md = md, .ss = ss, .rows = rows, .r = one, .heads = ah,
+                                   .per = ah ? (d->n_head_kv + ah - 1) / ah : 0, .layer = l};
             for (int b = 0; b < m;) {
                 int e = b + 1;
                 while (e < m && rows[e].sess == rows[b].sess && rows[e].pos == rows[e - 1].pos + 1 &&
                        (b >= heads) == (e >= heads))
                     e++;
-                attend(md, ss[rows[b].sess], L, l, e - b, b, rows[b].pos);
+                if (e - b == 1 && ah) /* attend's m = 1 path (er_att_split is 0 where er_att_heads is not) */
+                    one[hb.n++] = b;
+                else
+                    attend(md, ss[rows[b].sess], L, l, e - b, b, rows[b].pos);
+                if (hb.n == HEADS_BATCH_MAX || (e == m && hb.n)) {
+                    attend_heads_batch(md, &hb);
+                    hb.n = 0;
+                }
                 b = e;
             }
             matmul1(md, ER_OP_ATTN_OUT, l, md->act.att, m, &L->wo, xb2);

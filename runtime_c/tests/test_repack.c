@@ -30,24 +30,37 @@
 #define REPACK_CHECK_SEED 0x9E3779B97F4A7C15ull
 #include "repack_check.h"
 
-/* avx512vnni shares avx2's layouts and differs only in the instructions of
- * its repacked matmuls (VPDPBUSD for Q4_0/Q8_0's exact block sums, AVX-512VL
- * registers for all): its results must be avx2's bit for bit, float order
- * included (x86/avx2.h). y: scratch for n_out * m. */
-static void check_twin(const er_kernels *k, int wt, const uint8_t *packed, int n, int n_out, int m, const uint8_t *x,
-                       size_t x_stride, float *y) {
+/* avx512vnni differs from avx2 only in the instructions of its repacked
+ * matmuls (VPDPBUSD for Q4_0/Q8_0's exact block sums, AVX-512VL registers
+ * for all) and in Q4_0's layout (16 rows per record for its 512-bit
+ * kernel): its results must be avx2's bit for bit, float order included
+ * (x86/avx2.h). Where the layouts differ the twin gets the file rows w
+ * (row_bytes apart) in its own. y: scratch for n_out * m. */
+static void check_twin(const er_kernels *k, int wt, const uint8_t *w, size_t row_bytes, const uint8_t *packed, int n,
+                       int n_out, int m, const uint8_t *x, size_t x_stride, float *y) {
     const er_kernels *twin = strcmp(k->name, "avx512vnni") == 0 ? er_kernels_select("avx2", NULL) : NULL;
     if (!twin) return;
-    CHECK(twin->repack[wt] == k->repack[wt], "%s: layout of type %d differs from avx2's", k->name, wt);
+    CHECK(twin->repack[wt] == k->repack[wt] || wt == ER_W_Q4_0, "%s: layout of type %d differs from avx2's", k->name,
+          wt);
+    uint8_t *own = NULL;
+    const uint8_t *tw = packed;
+    if (twin->repack[wt] != k->repack[wt]) {
+        if (n_out % twin->repack_rows[wt]) return;
+        own = malloc(row_bytes * (size_t)n_out);
+        twin->repack[wt](w, own, row_bytes, n, n_out);
+        tw = own;
+    }
     float *yt = malloc(sizeof(float) * (size_t)n_out * (size_t)m);
     er_matmul_args a = {.w = packed, .x = x, .x_stride = x_stride, .y = y, .y_stride = (size_t)n_out, .n = n, .m = m,
                         .r0 = 0, .r1 = n_out};
     k->matmul_repacked[wt](&a);
+    a.w = tw;
     a.y = yt;
     twin->matmul_repacked[wt](&a);
     CHECK(memcmp(y, yt, sizeof(float) * (size_t)n_out * (size_t)m) == 0, "%s: type %d n %d m %d differs from avx2",
           k->name, wt, n, m);
     free(yt);
+    free(own);
 }
 
 static void check_table(const er_kernels *k, int wt, int n, int n_out, int m) {
@@ -73,7 +86,7 @@ static void check_table(const er_kernels *k, int wt, int n, int n_out, int m) {
                       .row_bytes = row_bytes, .x = (const uint8_t *)xq, .x_stride = sizeof(er_block_q8_0) * (size_t)nb,
                       .y = y};
     check_ranges(&t, ok_block_sums, what);
-    check_twin(k, wt, packed, n, n_out, m, (const uint8_t *)xq, sizeof(er_block_q8_0) * (size_t)nb, y);
+    check_twin(k, wt, w, row_bytes, packed, n, n_out, m, (const uint8_t *)xq, sizeof(er_block_q8_0) * (size_t)nb, y);
     free(w);
     free(packed);
     free(xf);
@@ -110,7 +123,7 @@ static void check_table_kq(const er_kernels *k, int wt, int n, int n_out, int m)
     const rc_mat t = {.k = k, .wt = wt, .n = n, .n_out = n_out, .m = m, .w = w, .packed = packed,
                       .row_bytes = row_bytes, .x = xq, .x_stride = xs, .y = y, .yg = yg};
     check_ranges(&t, ok_generic_bits, what);
-    check_twin(k, wt, packed, n, n_out, m, xq, xs, y);
+    check_twin(k, wt, w, row_bytes, packed, n, n_out, m, xq, xs, y);
     free(w);
     free(packed);
     free(xf);
@@ -164,7 +177,7 @@ static void check_table_q32(const er_kernels *k, int wt, int n, int n_out, int m
     const rc_mat t = {.k = k, .wt = wt, .n = n, .n_out = n_out, .m = m, .w = w, .packed = packed,
                       .row_bytes = row_bytes, .x = xq, .x_stride = xs, .y = y, .yg = yg};
     check_ranges(&t, ok_generic_bits, what);
-    check_twin(k, wt, packed, n, n_out, m, xq, xs, y);
+    check_twin(k, wt, w, row_bytes, packed, n, n_out, m, xq, xs, y);
     free(w);
     free(packed);
     free(xq);

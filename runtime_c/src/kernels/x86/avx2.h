@@ -17,8 +17,9 @@
  * bodies' only change, worth 8-25% from cache under gcc 12). The K-quants
  * keep their int16 sums widened by madd + add: VPDPWSSD in their place
  * measured no faster (Q6_K slower: a 4-cycle chain through 16 sub-blocks
- * where the add's is 1). ER_X86_FN names a function of the variant being
- * compiled.
+ * where the add's is 1). Q4_0 alone has a layout of its own there, 16 rows
+ * per record for 512-bit vectors (repack_avx2.c). ER_X86_FN names a
+ * function of the variant being compiled.
  */
 #ifndef ER_KERNELS_AVX2_H
 #define ER_KERNELS_AVX2_H
@@ -93,6 +94,19 @@ static inline __m256i er_x86_dpbusd_bcast4(__m256i acc, __m256i u, const int8_t 
     return acc;
 #endif
 }
+
+/* er_x86_dpbusd_bcast4 on 512-bit vectors ({1to16}): the kernels that take
+ * two row groups per instruction (repack_avx2.c's group_tile16) */
+static inline __m512i er_x86_dpbusd512_bcast4(__m512i acc, __m512i u, const int8_t *p) {
+#if defined(__clang__)
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_dpbusd_epi32(acc, u, _mm512_set1_epi32(v));
+#else
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(const void *)p));
+    return acc;
+#endif
+}
 #endif
 
 #endif
@@ -153,7 +167,8 @@ void er_avx2_matmul_iq4_nlx8(const er_matmul_args *a);
 void er_avx2_matmul_q4_1x8(const er_matmul_args *a);
 void er_avx2_matmul_q5_1x8(const er_matmul_args *a);
 /* the same repacked kernels built with AVX-512 VL/BW/VNNI (ER_X86_VNNI builds) */
-void er_avx512vnni_matmul_q4_0x8(const er_matmul_args *a);
+void er_avx512vnni_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_matmul_q4_0x16(const er_matmul_args *a);
 void er_avx512vnni_matmul_q4_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_kx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q6_kx8(const er_matmul_args *a);

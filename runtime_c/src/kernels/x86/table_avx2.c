@@ -3,17 +3,18 @@
  * baseline x86-64 (it only stores addresses), so merely linking the AVX2 or
  * VNNI library never executes an AVX instruction on a CPU without it. The
  * two differ only in the repacked integer matmuls and the row-wise dots of
- * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c): the same
- * layouts, so a model's repacked bytes are the same under either, and every
- * result is bit-identical between them (the same exact integer sums, the
- * same float order). rope (angles computed inside) stays generic: the
+ * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), and in Q4_0's
+ * layout (8 rows per record, 16 for avx512vnni's 512-bit kernel:
+ * x86/repack_avx2.c); every result is bit-identical between them (the same
+ * exact integer sums, the same float order). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  */
 #include "avx2.h"
 #include "../generic/generic.h"
 
-/* p: the repacked integer matmuls' prefix; q4k: the repacked Q4_K matmul */
-#define AVX2_TABLE(tname, p, q4k)                                                                                     \
+/* p: the repacked integer matmuls' prefix; q4k: the repacked Q4_K matmul;
+ * q40_rows, q40: Q4_0's rows per layout record and its repacked matmul */
+#define AVX2_TABLE(tname, p, q4k, q40_rows, q40)                                                                      \
     {                                                                                                                 \
         .name = tname,                                                                                                \
         .act_kind = ER_ACT_KINDS,                                                                                     \
@@ -86,29 +87,31 @@
         .f32_to_f16 = er_avx2_f32_to_f16,                                                                             \
         .f16_to_f32 = er_avx2_f16_to_f32,                                                                             \
         /* 8-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
-        .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = 8, [ER_W_Q4_K] = 8, [ER_W_Q5_K] = 8, [ER_W_Q6_K] = 8,          \
+        .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = 8, [ER_W_Q5_K] = 8, [ER_W_Q6_K] = 8,   \
                         [ER_W_Q5_0] = 8, [ER_W_IQ4_NL] = 8, [ER_W_Q4_1] = 8, [ER_W_Q5_1] = 8},                        \
-        .repack = {[ER_W_Q8_0] = er_avx2_repack_q8_0, [ER_W_Q4_0] = er_avx2_repack_q4_0,                              \
+        .repack = {[ER_W_Q8_0] = er_avx2_repack_q8_0, [ER_W_Q4_0] = p##_repack_q4_0,                                  \
                    [ER_W_Q4_K] = er_avx2_repack_q4_k, [ER_W_Q5_K] = er_avx2_repack_q5_k,                              \
                    [ER_W_Q6_K] = er_avx2_repack_q6_k, [ER_W_Q5_0] = er_avx2_repack_q5_0,                              \
                    [ER_W_IQ4_NL] = er_avx2_repack_iq4_nl, [ER_W_Q4_1] = er_avx2_repack_q4_1,                          \
                    [ER_W_Q5_1] = er_avx2_repack_q5_1},                                                                \
-        .matmul_repacked = {[ER_W_Q8_0] = p##_matmul_q8_0x8, [ER_W_Q4_0] = p##_matmul_q4_0x8,                         \
+        .matmul_repacked = {[ER_W_Q8_0] = p##_matmul_q8_0x8, [ER_W_Q4_0] = q40,                                       \
                             [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = p##_matmul_q5_kx8,                                       \
                             [ER_W_Q6_K] = p##_matmul_q6_kx8, [ER_W_Q5_0] = p##_matmul_q5_0x8,                         \
                             [ER_W_IQ4_NL] = p##_matmul_iq4_nlx8, [ER_W_Q4_1] = p##_matmul_q4_1x8,                     \
                             [ER_W_Q5_1] = p##_matmul_q5_1x8},                                                         \
     }
 
-static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, er_avx2_matmul_q4_kx8);
+static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, er_avx2_matmul_q4_kx8, 8, er_avx2_matmul_q4_0x8);
 #if defined(__clang__)
 /* clang 14 keeps the Q4_K body's vector arrays in memory when built with
  * the AVX-512 flags (zeroing them through the stack every sub-block): 39
  * against avx2's 45 GB/s from cache, where gcc 12 gains (42 -> 46), so a
  * clang build keeps avx2's Q4_K matmul (the same results either way). */
-static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, er_avx2_matmul_q4_kx8);
+static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, er_avx2_matmul_q4_kx8, 16,
+                                                    er_avx512vnni_matmul_q4_0x16);
 #else
-static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, er_avx512vnni_matmul_q4_kx8);
+static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, er_avx512vnni_matmul_q4_kx8, 16,
+                                                    er_avx512vnni_matmul_q4_0x16);
 #endif
 
 const er_kernels *er_kernels_avx2(void) { return &k_avx2; }
