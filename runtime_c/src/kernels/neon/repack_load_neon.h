@@ -37,11 +37,15 @@ static inline __attribute__((always_inline)) float32x4_t er_neon_load_x4(const v
     const uint8x16_t h = er_x4_has_h(t) ? vld1q_u8(rec + off_h) : vdupq_n_u8(0);
     for (int c = 0; c < 4; c++) {
         const uint8x16_t q = vld1q_u8(rec + off_q + 16 * c);
-        uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
+        uint8x16_t lo = vandq_u8(q, m4), hi;
         if (er_x4_has_h(t)) {
-            /* bit c of h: element 4c + t's fifth bit; bit 4 + c: 16 + 4c + t's */
-            lo = vorrq_u8(lo, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)(4 - c))), b4));
-            hi = vorrq_u8(hi, vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)-c)), b4));
+            /* bit c of h: element 4c + t's fifth bit, moved to bit 4 and
+             * merged by BSL; bit 4 + c: 16 + 4c + t's, isolated at bit 4,
+             * under which SRI inserts the high nibble */
+            lo = vbslq_u8(b4, vshlq_u8(h, vdupq_n_s8((int8_t)(4 - c))), lo);
+            hi = vsriq_n_u8(vandq_u8(vshlq_u8(h, vdupq_n_s8((int8_t)-c)), b4), q, 4);
+        } else {
+            hi = vshrq_n_u8(q, 4);
         }
         if (t == ER_X4_IQ4_NL) {
             const int8x16_t grid = vld1q_s8(er_iq4nl_values);
