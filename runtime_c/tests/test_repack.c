@@ -20,7 +20,7 @@
  * extreme scales (what overflows an int16 sum first).
  *
  * The 32-element fallback types (Q5_0, IQ4_NL, Q4_1, Q5_1) are held to the
- * same: generic's matmul bit for bit (check_table_q32). Which family a type
+ * same: generic's matmul bit for bit (check_table_q32, repack_check.h). Which family a type
  * belongs to is asked of er_wtype_block_elems, not of its enum number.
  */
 #include <stdio.h>
@@ -132,60 +132,6 @@ static void check_table_kq(const er_kernels *k, int wt, int n, int n_out, int m)
     free(yg);
 }
 
-/* The 32-element fallback types (Q5_0, IQ4_NL, Q4_1, Q5_1): matmul_repacked
- * on the repacked copy against generic's matmul on the file layout, bit for
- * bit, for Q8_0 activations. Rows r % 7 == 3 have every quant at its top
- * (nibbles 15, fifth bits set) and activation row 1 a block of -127
- * throughout: the largest int16 sums the kernels' bounds allow. */
-static size_t q32_block_bytes(int wt) {
-    switch (wt) {
-    case ER_W_Q5_0: return sizeof(er_block_q5_0);
-    case ER_W_IQ4_NL: return sizeof(er_block_iq4_nl);
-    case ER_W_Q4_1: return sizeof(er_block_q4_1);
-    default: return sizeof(er_block_q5_1);
-    }
-}
-
-static void check_table_q32(const er_kernels *k, int wt, int n, int n_out, int m) {
-    const int nb = n / 32;
-    const size_t bs = q32_block_bytes(wt), row_bytes = (size_t)nb * bs, bytes = row_bytes * (size_t)n_out;
-    const int has_m = wt == ER_W_Q4_1 || wt == ER_W_Q5_1;
-    const size_t xs = sizeof(er_block_q8_0) * (size_t)nb + 6; /* padded: stride != row size */
-    uint8_t *w = malloc(bytes), *packed = malloc(bytes), *xq = malloc(xs * (size_t)m);
-    float *xf = malloc(sizeof(float) * (size_t)n);
-    float *y = malloc(sizeof(float) * (size_t)n_out * (size_t)m), *yg = malloc(sizeof(float) * (size_t)n_out * (size_t)m);
-    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
-    for (int r = 0; r < n_out; r++)
-        for (int b = 0; b < nb; b++) {
-            uint8_t *blk = w + (size_t)r * row_bytes + (size_t)b * bs;
-            const er_f16 d = er_f32_to_f16(0.001f + 0.05f * (rndf() + 1.0f)), mn = er_f32_to_f16(-0.1f * (rndf() + 1.0f));
-            memcpy(blk, &d, sizeof d);
-            if (has_m) memcpy(blk + 2, &mn, sizeof mn);
-            if (r % 7 == 3) memset(blk + 2 + (has_m ? 2 : 0), 0xff, bs - 2 - (has_m ? 2u : 0u));
-        }
-    for (int j = 0; j < m; j++) {
-        for (int i = 0; i < n; i++) xf[i] = rndf() * (i % 97 == 0 ? 20.0f : 1.0f);
-        if (j == 1)
-            for (int i = 0; i < 32; i++) xf[i] = -3.0f;
-        er_kernels_generic()->quantize_row_q8_0(xf, xq + (size_t)j * xs, n);
-    }
-
-    memset(packed, 0xA5, bytes);
-    k->repack[wt](w, packed, row_bytes, n, n_out);
-    char what[16];
-    snprintf(what, sizeof what, "wt %d", wt);
-    const rc_mat t = {.k = k, .wt = wt, .n = n, .n_out = n_out, .m = m, .w = w, .packed = packed,
-                      .row_bytes = row_bytes, .x = xq, .x_stride = xs, .y = y, .yg = yg};
-    check_ranges(&t, ok_generic_bits, what);
-    check_twin(k, wt, w, row_bytes, packed, n, n_out, m, xq, xs, y);
-    free(w);
-    free(packed);
-    free(xq);
-    free(xf);
-    free(y);
-    free(yg);
-}
-
 int main(void) {
     static const char *const names[] = {"generic", "avx2", "avx512vnni", "neon", "neon-dotprod", "sve"};
     int tested = 0;
@@ -210,8 +156,8 @@ int main(void) {
                 const int ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 13};
                 for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
                     for (size_t b = 0; b < sizeof ms / sizeof ms[0]; b++) {
-                        check_table_q32(k, wt, ns[a], unit, ms[b]);
-                        check_table_q32(k, wt, ns[a], 5 * unit, ms[b]);
+                        check_table_q32(k, wt, ns[a], unit, ms[b], check_twin);
+                        check_table_q32(k, wt, ns[a], 5 * unit, ms[b], check_twin);
                     }
                 printf("table %-12s type %d: repacked matmul bit-identical to generic (%d-row groups)\n", k->name, wt,
                        unit);

@@ -10,9 +10,9 @@
  *
  * What must hold:
  *  - repack_rows is 4 (NEON tables) or the SVE vector's 32-bit lane count
- *    (sve), and the Q8_0/Q4_0/Q6_K copies are byte permutations
+ *    (sve), and the Q8_0/Q4_0/IQ4_NL/Q4_1/Q6_K copies are byte permutations
  *    of the file's rows (the same size; Q4_K and Q5_K re-encode their
- *    scales, Q5_K its qh bits, same size);
+ *    scales, Q5_K, Q5_0 and Q5_1 their qh bits, same size);
  *  - integer paths exact: with every weight and activation scale 1.0 and
  *    widths whose partial sums stay below 2^24, each output is the exact
  *    integer dot product (any float order gives the same bits), for the
@@ -20,6 +20,9 @@
  *  - random scales: within 2 * nb * 2^-24 * sum|terms| of the exact double
  *    block sums (the per-block integers are exact; only the float additions
  *    over blocks round), and within the same bound of generic's matmul;
+ *  - IQ4_NL, Q4_1, Q5_0, Q5_1 (the issue-25 fallbacks; repack_check.h's
+ *    check_table_q32): bit-identical to generic's matmul on the file
+ *    layout, every quant at its top in some rows, a block of -127;
  *  - Q4_K, Q5_K, Q6_K: bit-identical to generic's matmul on the file
  *    layout, with every scale and quant at its limit in some rows and
  *    super-blocks of -127 and of zero activations;
@@ -183,6 +186,20 @@ int main(void) {
                         check_kq(k, wt, ns[a], G, m);
                         if (m % 2 || a < 2) check_kq(k, wt, ns[a], 3 * G, m);
                     }
+            } else if (wt == ER_W_IQ4_NL || wt == ER_W_Q4_1 || wt == ER_W_Q5_0 || wt == ER_W_Q5_1) {
+                /* 8224: more than one stack slice of activation blocks (128
+                 * and 256), at the tile shapes that matter there (one row, an
+                 * SMMLA pair, a tile of 4 and one, two and one): the generic
+                 * reference at 2048 bits (G = 64) is what the qemu run's time
+                 * goes to */
+                const int ns[] = {32, 96, 768};
+                for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+                    for (int m = 1; m <= 9; m++) {
+                        check_table_q32(k, wt, ns[a], G, m, NULL);
+                        if (a < 2) check_table_q32(k, wt, ns[a], 3 * G, m, NULL);
+                    }
+                const int ms[] = {1, 2, 5, 9};
+                for (size_t b = 0; b < sizeof ms / sizeof ms[0]; b++) check_table_q32(k, wt, 8224, G, ms[b], NULL);
             } else {
                 CHECK(wt == ER_W_Q8_0 || wt == ER_W_Q4_0, "%s: unexpected layout for type %d", k->name, wt);
                 /* unit scales: exact integers (n <= 768 keeps sums below 2^24) */
@@ -198,7 +215,8 @@ int main(void) {
                     }
             }
         }
-        CHECK(layouts == 5, "%s: %d repacked layouts, want Q8_0, Q4_0, Q4_K, Q5_K and Q6_K", k->name, layouts);
+        CHECK(layouts == 9, "%s: %d repacked layouts, want Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K",
+              k->name, layouts);
         printf("table %-13s %d layouts, %d rows each %s\n", k->name, layouts, G,
                g_test_fail == fails_before ? "ok" : "FAILED");
     }

@@ -69,4 +69,22 @@ static inline void er_tile_store(float *y, size_t ys, int b, int r, const float 
         }                                                                                                          \
     } while (0)
 
+/* The row-wise kernels' matmul for types without a register tile (NEON and
+ * SVE K-quants and the issue-25 types): weight rows in ~128 KiB chunks
+ * (kept in L2) against each activation row (in L1), so weights stream from
+ * memory once however large m is. Always inlined, so each caller's dot is a
+ * direct call. */
+typedef float (*er_row_dot_fn)(int n, const void *w_row, const void *x_row);
+static inline __attribute__((always_inline)) void er_matmul_rows(const er_matmul_args *a, er_row_dot_fn dot) {
+    const unsigned char *w = a->w, *x = a->x;
+    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
+    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
+        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
+        for (int b = 0; b < a->m; b++)
+            for (int r = c0; r < c1; r++)
+                a->y[(size_t)b * a->y_stride + (size_t)r] =
+                    dot(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride);
+    }
+}
+
 #endif

@@ -24,8 +24,11 @@ float er_gen_dot_iq4_nl(int n, const void *w_row, const void *x_row) {
     const er_block_iq4_nl *w = w_row;
     const er_block_q8_0 *x = x_row;
     float sum = 0.0f;
-    for (int i = 0; i < n / ER_QK4_0; i++)
-        sum += (float)grid_dot32(w[i].qs, x[i].qs) * (er_half_to_float(w[i].d) * er_half_to_float(x[i].d));
+    for (int i = 0; i < n / ER_QK4_0; i++) {
+        /* two statements, as er_gen_dot_q5_0's (no FMA contraction) */
+        const float p = (float)grid_dot32(w[i].qs, x[i].qs) * (er_half_to_float(w[i].d) * er_half_to_float(x[i].d));
+        sum += p;
+    }
     return sum;
 }
 

@@ -63,7 +63,11 @@ float er_gen_dot_q5_0(int n, const void *w_row, const void *x_row) {
     for (int i = 0; i < n / ER_QK4_0; i++) {
         int32_t s = 0;
         for (int j = 0; j < 32; j++) s += (q5_at(w[i].qh, w[i].qs, j) - 16) * x[i].qs[j];
-        sum += (float)s * (er_half_to_float(w[i].d) * er_half_to_float(x[i].d));
+        /* two statements: clang contracts a * b + c within one into an FMA
+         * where the target has it (aarch64), which the SIMD twins'
+         * separate multiply and add would not match */
+        const float p = (float)s * (er_half_to_float(w[i].d) * er_half_to_float(x[i].d));
+        sum += p;
     }
     return sum;
 }

@@ -16,6 +16,7 @@
  */
 #include "neon.h"
 #include "../kquant.h"
+#include "../matmul_tiles.h"
 
 #if !defined(ER_NEON_DOTPROD)
 #error "compile q_more_neon.c with -DER_NEON_DOTPROD=0 (widening multiplies) or =1 (SDOT)"
@@ -227,26 +228,10 @@ float FN(dot_iq4_xs)(int n, const void *w_row, const void *x_row) {
     return sum;
 }
 
-typedef float (*dot_fn)(int n, const void *w_row, const void *x_row);
-
-/* Weight rows in ~128 KiB chunks (kept in L2) against each activation row
- * (in L1), as q_neon.c's K-quant matmuls. */
-static ALWAYS_INLINE void matmul_with(const er_matmul_args *a, dot_fn dot) {
-    const unsigned char *w = a->w, *x = a->x;
-    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
-    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
-        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
-        for (int b = 0; b < a->m; b++)
-            for (int r = c0; r < c1; r++)
-                a->y[(size_t)b * a->y_stride + (size_t)r] =
-                    dot(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride);
-    }
-}
-
-void FN(matmul_q4_1)(const er_matmul_args *a) { matmul_with(a, FN(dot_q4_1)); }
-void FN(matmul_q5_0)(const er_matmul_args *a) { matmul_with(a, FN(dot_q5_0)); }
-void FN(matmul_q5_1)(const er_matmul_args *a) { matmul_with(a, FN(dot_q5_1)); }
-void FN(matmul_iq4_nl)(const er_matmul_args *a) { matmul_with(a, FN(dot_iq4_nl)); }
-void FN(matmul_q2_k)(const er_matmul_args *a) { matmul_with(a, FN(dot_q2_k)); }
-void FN(matmul_q3_k)(const er_matmul_args *a) { matmul_with(a, FN(dot_q3_k)); }
-void FN(matmul_iq4_xs)(const er_matmul_args *a) { matmul_with(a, FN(dot_iq4_xs)); }
+void FN(matmul_q4_1)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_q4_1)); }
+void FN(matmul_q5_0)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_q5_0)); }
+void FN(matmul_q5_1)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_q5_1)); }
+void FN(matmul_iq4_nl)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_iq4_nl)); }
+void FN(matmul_q2_k)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_q2_k)); }
+void FN(matmul_q3_k)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_q3_k)); }
+void FN(matmul_iq4_xs)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_iq4_xs)); }

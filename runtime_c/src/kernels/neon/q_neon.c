@@ -223,22 +223,6 @@ float FN(dot_q6_k)(int n, const void *w_row, const void *x_row) {
     return sum;
 }
 
-typedef float (*dot_fn)(int n, const void *w_row, const void *x_row);
-
-/* Weight rows in ~128 KiB chunks (kept in L2) against each activation row
- * (in L1): weights stream from memory once however large m is. */
-static ALWAYS_INLINE void matmul_with(const er_matmul_args *a, dot_fn dot) {
-    const unsigned char *w = a->w, *x = a->x;
-    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
-    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
-        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
-        for (int b = 0; b < a->m; b++)
-            for (int r = c0; r < c1; r++)
-                a->y[(size_t)b * a->y_stride + (size_t)r] =
-                    dot(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride);
-    }
-}
-
-void FN(matmul_q4_k)(const er_matmul_args *a) { matmul_with(a, FN(dot_q4_k)); }
-void FN(matmul_q5_k)(const er_matmul_args *a) { matmul_with(a, FN(dot_q5_k)); }
-void FN(matmul_q6_k)(const er_matmul_args *a) { matmul_with(a, FN(dot_q6_k)); }
+void FN(matmul_q4_k)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_q4_k)); }
+void FN(matmul_q5_k)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_q5_k)); }
+void FN(matmul_q6_k)(const er_matmul_args *a) { er_matmul_rows(a, FN(dot_q6_k)); }

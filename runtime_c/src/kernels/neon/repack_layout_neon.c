@@ -12,15 +12,25 @@
 
 #include "repack_neon.h"
 #include "../kquant.h"
+#include "../q5_regroup.h"
 
 static const void *src_block(const void *src, size_t row_bytes, int row, size_t block_bytes, int b) {
     return (const uint8_t *)src + (size_t)row * row_bytes + (size_t)b * block_bytes;
 }
 
-/* Q8_0 { f16 d[G]; i8 q[8][G][4] } and Q4_0 { f16 d[G]; u8 q[4][G][4] }:
- * qs_bytes 32 or 16 per row and block, moved 4 at a time. */
-static void repack_q(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G, int qs_bytes) {
-    const size_t in_block = sizeof(er_f16) + (size_t)qs_bytes; /* both types: 32 elements per block */
+/* The 32-element types, fields in the file block's order, each [G]:
+ *   Q8_0   { f16 d[G];                   i8 q[8][G][4] }
+ *   Q4_0   { f16 d[G];                   u8 q[4][G][4] }   (IQ4_NL the same)
+ *   Q4_1   { f16 d[G]; f16 m[G];         u8 q[4][G][4] }
+ *   Q5_0   { f16 d[G];         u8 h[G][4]; u8 q[4][G][4] }
+ *   Q5_1   { f16 d[G]; f16 m[G]; u8 h[G][4]; u8 q[4][G][4] }
+ * q: qs_bytes 32 or 16 per row and block, moved 4 at a time (the 4-bit
+ * types' qs[j] already pairs element j, low nibble, with j + 16, high); h:
+ * qh regrouped (q5_regroup.h). */
+static void repack_q(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G, int qs_bytes,
+                     int has_m, int has_h) {
+    const size_t in_block = sizeof(er_f16) * (has_m ? 2u : 1u) + (has_h ? 4u : 0u) + (size_t)qs_bytes;
+    const size_t off_h = (has_m ? 4 : 2) * (size_t)G, off_q = off_h + (has_h ? 4 * (size_t)G : 0);
     const int nb = n_in / 32;
     uint8_t *out = dst;
     for (int g0 = 0; g0 < n_out / G; g0++)
@@ -28,18 +38,36 @@ static void repack_q(const void *src, void *dst, size_t row_bytes, int n_in, int
             for (int r = 0; r < G; r++) {
                 const uint8_t *in = src_block(src, row_bytes, G * g0 + r, in_block, b);
                 memcpy(out + sizeof(er_f16) * (size_t)r, in, sizeof(er_f16));
-                /* Q4_0's qs[j] already pairs element j (low) with j+16 (high) */
-                for (int c = 0; c < qs_bytes / 4; c++)
-                    memcpy(out + 2 * G + 4 * (size_t)(G * c + r), in + sizeof(er_f16) + 4 * c, 4);
+                if (has_m) memcpy(out + 2 * (size_t)G + sizeof(er_f16) * (size_t)r, in + 2, sizeof(er_f16));
+                if (has_h) er_q5_regroup_h(in + (has_m ? 4 : 2), out + off_h + 4 * (size_t)r);
+                const uint8_t *qs = in + in_block - (size_t)qs_bytes;
+                for (int c = 0; c < qs_bytes / 4; c++) memcpy(out + off_q + 4 * (size_t)(G * c + r), qs + 4 * c, 4);
             }
 }
 
 void er_arm_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G) {
-    repack_q(src, dst, row_bytes, n_in, n_out, G, ER_QK8_0);
+    repack_q(src, dst, row_bytes, n_in, n_out, G, ER_QK8_0, 0, 0);
 }
 
 void er_arm_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G) {
-    repack_q(src, dst, row_bytes, n_in, n_out, G, ER_QK4_0 / 2);
+    repack_q(src, dst, row_bytes, n_in, n_out, G, ER_QK4_0 / 2, 0, 0);
+}
+
+/* IQ4_NL's block is Q4_0's (f16 d, 16 nibble bytes); only the values differ */
+void er_arm_repack_iq4_nl(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G) {
+    repack_q(src, dst, row_bytes, n_in, n_out, G, ER_QK4_0 / 2, 0, 0);
+}
+
+void er_arm_repack_q4_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G) {
+    repack_q(src, dst, row_bytes, n_in, n_out, G, ER_QK4_0 / 2, 1, 0);
+}
+
+void er_arm_repack_q5_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G) {
+    repack_q(src, dst, row_bytes, n_in, n_out, G, ER_QK4_0 / 2, 0, 1);
+}
+
+void er_arm_repack_q5_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G) {
+    repack_q(src, dst, row_bytes, n_in, n_out, G, ER_QK4_0 / 2, 1, 1);
 }
 
 /* Q4_K (q5 = 0) and Q5_K share the scale re-encoding and the qs order; the
@@ -130,4 +158,16 @@ void er_neon_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in,
 }
 void er_neon_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     er_arm_repack_q6_k(src, dst, row_bytes, n_in, n_out, 4);
+}
+void er_neon_repack_q4_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+    er_arm_repack_q4_1(src, dst, row_bytes, n_in, n_out, 4);
+}
+void er_neon_repack_q5_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+    er_arm_repack_q5_0(src, dst, row_bytes, n_in, n_out, 4);
+}
+void er_neon_repack_q5_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+    er_arm_repack_q5_1(src, dst, row_bytes, n_in, n_out, 4);
+}
+void er_neon_repack_iq4_nl(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+    er_arm_repack_iq4_nl(src, dst, row_bytes, n_in, n_out, 4);
 }

@@ -16,6 +16,16 @@
  *   Q8_0x4  { f16 d[4]; int8 q[8][4][4] }      q[g][r]: row r's qs[4g..4g+3]
  *   Q4_0x4  { f16 d[4]; u8 q[4][4][4] }        q[c][r]: row r's qs[4c..4c+3]
  *           (low nibbles: elements 4c.., high nibbles: elements 16+4c..)
+ *   IQ4_NLx4  Q4_0x4's bytes (the nibbles index the grid instead of q - 8)
+ *   Q4_1x4  { f16 d[4]; f16 m[4]; u8 q[4][4][4] }
+ *   Q5_0x4  { f16 d[4]; u8 h[4][4]; u8 q[4][4][4] }
+ *   Q5_1x4  { f16 d[4]; f16 m[4]; u8 h[4][4]; u8 q[4][4][4] }
+ *           q as Q4_0x4's; h[r]: row r's qh regrouped (q5_regroup.h), so
+ *           chunk c's fifth bits sit in the bytes of its nibbles. These
+ *           four are what llama.cpp's K-quant mixes fall back to on rows
+ *           that are not a multiple of 256 (issue 25); their kernels end
+ *           each block with generic's float tail lane by lane, so they
+ *           return generic's bits (repack_q_neon.c).
  *   Q4_Kx4  { f16 d[4], dmin[4]; u8 sl[32]; u8 sh[16]; u8 qs[4][8][4][4] }
  *           qs[c][g][r]: row r's qs[32c+4g..+3] (low nibbles: sub-block 2c,
  *           high: 2c+1, elements 4g..); sl[4j+r] = sc_j & 15 | (mn_j & 15) << 4
@@ -65,6 +75,25 @@ typedef struct {
 
 typedef struct {
     er_f16 d[4];
+    er_f16 m[4];
+    uint8_t q[64];
+} er_blk_q4_1x4;
+
+typedef struct {
+    er_f16 d[4];
+    uint8_t h[16];
+    uint8_t q[64];
+} er_blk_q5_0x4;
+
+typedef struct {
+    er_f16 d[4];
+    er_f16 m[4];
+    uint8_t h[16];
+    uint8_t q[64];
+} er_blk_q5_1x4;
+
+typedef struct {
+    er_f16 d[4];
     er_f16 dmin[4];
     uint8_t sl[32];
     uint8_t sh[16];
@@ -89,6 +118,10 @@ typedef struct {
 
 _Static_assert(sizeof(er_blk_q8_0x4) == 4 * sizeof(er_block_q8_0), "Q8_0x4 must be 4 blocks' bytes");
 _Static_assert(sizeof(er_blk_q4_0x4) == 4 * sizeof(er_block_q4_0), "Q4_0x4 must be 4 blocks' bytes");
+_Static_assert(sizeof(er_blk_q4_0x4) == 4 * sizeof(er_block_iq4_nl), "IQ4_NLx4 must be 4 blocks' bytes");
+_Static_assert(sizeof(er_blk_q4_1x4) == 4 * sizeof(er_block_q4_1), "Q4_1x4 must be 4 blocks' bytes");
+_Static_assert(sizeof(er_blk_q5_0x4) == 4 * sizeof(er_block_q5_0), "Q5_0x4 must be 4 blocks' bytes");
+_Static_assert(sizeof(er_blk_q5_1x4) == 4 * sizeof(er_block_q5_1), "Q5_1x4 must be 4 blocks' bytes");
 _Static_assert(sizeof(er_blk_q4_kx4) == 4 * sizeof(er_block_q4_k), "Q4_Kx4 must be 4 blocks' bytes");
 _Static_assert(sizeof(er_blk_q5_kx4) == 4 * sizeof(er_block_q5_k), "Q5_Kx4 must be 4 blocks' bytes");
 _Static_assert(sizeof(er_blk_q6_kx4) == 4 * sizeof(er_block_q6_k), "Q6_Kx4 must be 4 blocks' bytes");
@@ -99,11 +132,19 @@ _Static_assert(sizeof(er_blk_q6_kx4) == 4 * sizeof(er_block_q6_k), "Q6_Kx4 must 
  * n_out must be a multiple of G. The er_neon_* writers are G = 4. */
 void er_arm_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
 void er_arm_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
+void er_arm_repack_iq4_nl(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
+void er_arm_repack_q4_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
+void er_arm_repack_q5_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
+void er_arm_repack_q5_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
 void er_arm_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
 void er_arm_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
 void er_arm_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int G);
 void er_neon_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_neon_repack_iq4_nl(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_neon_repack_q4_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_neon_repack_q5_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_neon_repack_q5_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
@@ -114,6 +155,10 @@ void er_neon_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in,
 #define ER_NEON_REPACK_DECL(p)                                                                                     \
     void p##_matmul_q8_0x4(const er_matmul_args *a);                                                               \
     void p##_matmul_q4_0x4(const er_matmul_args *a);                                                               \
+    void p##_matmul_iq4_nlx4(const er_matmul_args *a);                                                             \
+    void p##_matmul_q4_1x4(const er_matmul_args *a);                                                               \
+    void p##_matmul_q5_0x4(const er_matmul_args *a);                                                               \
+    void p##_matmul_q5_1x4(const er_matmul_args *a);                                                               \
     void p##_matmul_q4_kx4(const er_matmul_args *a);                                                               \
     void p##_matmul_q5_kx4(const er_matmul_args *a);                                                               \
     void p##_matmul_q6_kx4(const er_matmul_args *a);
@@ -123,5 +168,24 @@ ER_NEON_REPACK_DECL(er_neondp)
 /* i8mm_neon.c (-march=armv8.6-a+i8mm): SMMLA prefill, SDOT decode (m = 1) */
 void er_neoni8_matmul_q8_0x4(const er_matmul_args *a);
 void er_neoni8_matmul_q4_0x4(const er_matmul_args *a);
+void er_neoni8_matmul_iq4_nlx4(const er_matmul_args *a);
+void er_neoni8_matmul_q4_1x4(const er_matmul_args *a);
+void er_neoni8_matmul_q5_0x4(const er_matmul_args *a);
+void er_neoni8_matmul_q5_1x4(const er_matmul_args *a);
+
+/* The 32-element records by kind (repack_load_neon.h loads them; the SVE
+ * layouts are the same fields with G rows): the integer each weight becomes,
+ * the offset taken off as off * sum(x) (Q4_0 8, Q5_0 16: their quants stay
+ * unsigned) and whether a min term d_x m_w sum(x) is added. */
+enum { ER_X4_Q8_0, ER_X4_Q4_0, ER_X4_IQ4_NL, ER_X4_Q4_1, ER_X4_Q5_0, ER_X4_Q5_1 };
+static inline int er_x4_off(int t) { return t == ER_X4_Q4_0 ? 8 : t == ER_X4_Q5_0 ? 16 : 0; }
+static inline int er_x4_has_m(int t) { return t == ER_X4_Q4_1 || t == ER_X4_Q5_1; }
+static inline int er_x4_has_h(int t) { return t == ER_X4_Q5_0 || t == ER_X4_Q5_1; }
+/* generic's float tail per block (the issue-25 types) rather than one FMA */
+static inline int er_x4_exact(int t) { return t >= ER_X4_IQ4_NL; }
+/* bytes per row and block: a record of G rows is G times this */
+static inline size_t er_x4_block_bytes(int t) {
+    return t == ER_X4_Q8_0 ? 34 : 18 + (er_x4_has_m(t) ? 2u : 0u) + (er_x4_has_h(t) ? 4u : 0u);
+}
 
 #endif

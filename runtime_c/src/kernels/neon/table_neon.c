@@ -3,9 +3,10 @@
  * "neon-i8mm" tables. Compiled for the baseline: it only stores addresses,
  * so linking the dotprod or i8mm library never executes SDOT or SMMLA on a
  * core without it. They differ only in the quantized dots (widening
- * multiplies vs SDOT) and, for neon-i8mm, in the repacked Q8_0/Q4_0 prefill
- * (SMMLA; its repacked K-quants are the SDOT kernels, there being no SMMLA
- * version of them yet). rope (angles computed inside) stays generic: the
+ * multiplies vs SDOT) and, for neon-i8mm, in the repacked prefill of the
+ * 32-element types (SMMLA: Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1; its
+ * repacked K-quants are the SDOT kernels, there being no SMMLA version of
+ * them yet). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  *
  * No table does half-precision arithmetic (+fp16), though dispatch detects
@@ -50,8 +51,9 @@
     [ER_W_Q3_K] = er_gen_dequant_q3_k, \
     [ER_W_Q2_K] = er_gen_dequant_q2_k
 
-/* p: the dots' prefix; q8, q4: the repacked Q8_0/Q4_0 matmuls */
-#define NEON_TABLE(tname, p, q8, q4)                                                                               \
+/* p: the dots' prefix; mm: the repacked 32-element types' matmuls' (SMMLA
+ * for neon-i8mm) */
+#define NEON_TABLE(tname, p, mm)                                                                               \
     {                                                                                                              \
         .name = tname,                                                                                             \
         .act_kind = ER_ACT_KINDS,                                                                           \
@@ -77,19 +79,23 @@
         .f32_to_f16 = er_neon_f32_to_f16,                                                                          \
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
         /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \
-        .repack_rows = {[ER_W_Q8_0] = 4, [ER_W_Q4_0] = 4, [ER_W_Q4_K] = 4, [ER_W_Q5_K] = 4, [ER_W_Q6_K] = 4},      \
+        .repack_rows = {[ER_W_Q8_0] = 4, [ER_W_Q4_0] = 4, [ER_W_Q4_K] = 4, [ER_W_Q5_K] = 4, [ER_W_Q6_K] = 4,      \
+                        [ER_W_IQ4_NL] = 4, [ER_W_Q4_1] = 4, [ER_W_Q5_0] = 4, [ER_W_Q5_1] = 4},                     \
         .repack = {[ER_W_Q8_0] = er_neon_repack_q8_0, [ER_W_Q4_0] = er_neon_repack_q4_0,                           \
                    [ER_W_Q4_K] = er_neon_repack_q4_k, [ER_W_Q5_K] = er_neon_repack_q5_k,                           \
-                   [ER_W_Q6_K] = er_neon_repack_q6_k},                                                             \
-        .matmul_repacked = {[ER_W_Q8_0] = q8, [ER_W_Q4_0] = q4, [ER_W_Q4_K] = p##_matmul_q4_kx4,                   \
-                            [ER_W_Q5_K] = p##_matmul_q5_kx4, [ER_W_Q6_K] = p##_matmul_q6_kx4},                    \
+                   [ER_W_Q6_K] = er_neon_repack_q6_k, [ER_W_IQ4_NL] = er_neon_repack_iq4_nl,                       \
+                   [ER_W_Q4_1] = er_neon_repack_q4_1, [ER_W_Q5_0] = er_neon_repack_q5_0,                           \
+                   [ER_W_Q5_1] = er_neon_repack_q5_1},                                                             \
+        .matmul_repacked = {[ER_W_Q8_0] = mm##_matmul_q8_0x4, [ER_W_Q4_0] = mm##_matmul_q4_0x4,                   \
+                            [ER_W_Q4_K] = p##_matmul_q4_kx4, [ER_W_Q5_K] = p##_matmul_q5_kx4,                      \
+                            [ER_W_Q6_K] = p##_matmul_q6_kx4, [ER_W_IQ4_NL] = mm##_matmul_iq4_nlx4,                 \
+                            [ER_W_Q4_1] = mm##_matmul_q4_1x4, [ER_W_Q5_0] = mm##_matmul_q5_0x4,                    \
+                            [ER_W_Q5_1] = mm##_matmul_q5_1x4},                                                     \
     }
 
-static const er_kernels k_neon = NEON_TABLE("neon", er_neon, er_neon_matmul_q8_0x4, er_neon_matmul_q4_0x4);
-static const er_kernels k_neondp =
-    NEON_TABLE("neon-dotprod", er_neondp, er_neondp_matmul_q8_0x4, er_neondp_matmul_q4_0x4);
-static const er_kernels k_neoni8 =
-    NEON_TABLE("neon-i8mm", er_neondp, er_neoni8_matmul_q8_0x4, er_neoni8_matmul_q4_0x4);
+static const er_kernels k_neon = NEON_TABLE("neon", er_neon, er_neon);
+static const er_kernels k_neondp = NEON_TABLE("neon-dotprod", er_neondp, er_neondp);
+static const er_kernels k_neoni8 = NEON_TABLE("neon-i8mm", er_neondp, er_neoni8);
 
 const er_kernels *er_kernels_neon(void) { return &k_neon; }
 const er_kernels *er_kernels_neon_dotprod(void) { return &k_neondp; }

@@ -11,6 +11,7 @@
  */
 #include "sve.h"
 #include "../kquant.h"
+#include "../matmul_tiles.h"
 
 #include <arm_sve.h>
 #include <string.h>
@@ -154,24 +155,8 @@ float er_sve_dot_q6_k(int n, const void *w_row, const void *x_row) {
     return sum;
 }
 
-typedef float (*dot_fn)(int n, const void *w_row, const void *x_row);
-
-/* Weight rows in ~128 KiB chunks (kept in L2) against each activation row
- * (in L1): weights stream from memory once however large m is. */
-static ALWAYS_INLINE void matmul_with(const er_matmul_args *a, dot_fn dot) {
-    const unsigned char *w = a->w, *x = a->x;
-    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
-    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
-        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
-        for (int b = 0; b < a->m; b++)
-            for (int r = c0; r < c1; r++)
-                a->y[(size_t)b * a->y_stride + (size_t)r] =
-                    dot(a->n, w + (size_t)r * a->w_row_bytes, x + (size_t)b * a->x_stride);
-    }
-}
-
-void er_sve_matmul_q8_0(const er_matmul_args *a) { matmul_with(a, er_sve_dot_q8_0); }
-void er_sve_matmul_q4_0(const er_matmul_args *a) { matmul_with(a, er_sve_dot_q4_0); }
-void er_sve_matmul_q4_k(const er_matmul_args *a) { matmul_with(a, er_sve_dot_q4_k); }
-void er_sve_matmul_q5_k(const er_matmul_args *a) { matmul_with(a, er_sve_dot_q5_k); }
-void er_sve_matmul_q6_k(const er_matmul_args *a) { matmul_with(a, er_sve_dot_q6_k); }
+void er_sve_matmul_q8_0(const er_matmul_args *a) { er_matmul_rows(a, er_sve_dot_q8_0); }
+void er_sve_matmul_q4_0(const er_matmul_args *a) { er_matmul_rows(a, er_sve_dot_q4_0); }
+void er_sve_matmul_q4_k(const er_matmul_args *a) { er_matmul_rows(a, er_sve_dot_q4_k); }
+void er_sve_matmul_q5_k(const er_matmul_args *a) { er_matmul_rows(a, er_sve_dot_q5_k); }
+void er_sve_matmul_q6_k(const er_matmul_args *a) { er_matmul_rows(a, er_sve_dot_q6_k); }

@@ -34,7 +34,7 @@
 #include "../kernels.h"
 
 #define ER_SVE_INLINE inline __attribute__((always_inline))
-#define ER_SVE_MT 4 /* activation rows per tile (Q8_0, Q4_0) */
+#define ER_SVE_MT 4 /* activation rows per tile (the 32-element types) */
 /* The K-quants' tiles: with 4 rows their per-row sums, decoded quants and
  * accumulators outgrow the 32 vector registers, and the spills made a tile
  * of 4 execute more instructions than 4 single rows (docs/PERFORMANCE.md). */

@@ -90,10 +90,14 @@ static er_kernels k_sve = {
     .f16_to_f32 = er_neon_f16_to_f32,
     /* repack_rows (G) is set by fill_rows */
     .repack = {[ER_W_Q8_0] = er_sve_repack_q8_0, [ER_W_Q4_0] = er_sve_repack_q4_0, [ER_W_Q4_K] = er_sve_repack_q4_k,
-               [ER_W_Q5_K] = er_sve_repack_q5_k, [ER_W_Q6_K] = er_sve_repack_q6_k},
+               [ER_W_Q5_K] = er_sve_repack_q5_k, [ER_W_Q6_K] = er_sve_repack_q6_k,
+               [ER_W_IQ4_NL] = er_sve_repack_iq4_nl, [ER_W_Q4_1] = er_sve_repack_q4_1,
+               [ER_W_Q5_0] = er_sve_repack_q5_0, [ER_W_Q5_1] = er_sve_repack_q5_1},
     .matmul_repacked = {[ER_W_Q8_0] = er_sve_matmul_q8_0xg, [ER_W_Q4_0] = er_sve_matmul_q4_0xg,
                         [ER_W_Q4_K] = er_sve_matmul_q4_kxg, [ER_W_Q5_K] = er_sve_matmul_q5_kxg,
-                        [ER_W_Q6_K] = er_sve_matmul_q6_kxg},
+                        [ER_W_Q6_K] = er_sve_matmul_q6_kxg, [ER_W_IQ4_NL] = er_sve_matmul_iq4_nlxg,
+                        [ER_W_Q4_1] = er_sve_matmul_q4_1xg, [ER_W_Q5_0] = er_sve_matmul_q5_0xg,
+                        [ER_W_Q5_1] = er_sve_matmul_q5_1xg},
 };
 
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
