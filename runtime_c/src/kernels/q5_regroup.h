@@ -8,7 +8,7 @@
  * 4 + c that of 16 + 4c + t, so a chunk's 16 fifth bits of 4 rows sit
  * in the same byte positions as its nibbles and one shift and one mask put
  * them at bit 4. Same 4 bytes per row and block as the file's qh.
- * (x86/repack_q32_avx2.c writes the same regrouping for its 8-row layouts.)
+ * x86/repack_q32_avx2.c uses the same regrouping for its 8-row layouts.
  */
 #ifndef ER_KERNELS_Q5_REGROUP_H
 #define ER_KERNELS_Q5_REGROUP_H

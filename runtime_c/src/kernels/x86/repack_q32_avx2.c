@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "avx2.h"
+#include "../q5_regroup.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -56,18 +57,6 @@ enum { T_Q5_0, T_IQ4_NL, T_Q4_1, T_Q5_1 };
 /* once, in the AVX2 build: the avx512vnni table shares the layouts */
 #if !ER_X86_VNNI
 
-/* qh (element j's fifth bit in bit j) regrouped: byte t, bit c = element
- * 4c+t, bit 4+c = element 16+4c+t */
-static void regroup_h(const uint8_t qh[4], uint8_t out[4]) {
-    const uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
-    for (int t = 0; t < 4; t++) {
-        uint8_t v = 0;
-        for (int c = 0; c < 4; c++)
-            v = (uint8_t)(v | ((h >> (4 * c + t)) & 1) << c | ((h >> (16 + 4 * c + t)) & 1) << (4 + c));
-        out[t] = v;
-    }
-}
-
 /* File blocks: d, then m (has_m), then qh (has_h), then qs[16]. */
 static void interleave(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int has_m, int has_h) {
     const size_t in_block = 2 + (has_m ? 2u : 0u) + (has_h ? 4u : 0u) + 16;
@@ -80,7 +69,7 @@ static void interleave(const void *src, void *dst, size_t row_bytes, int n_in, i
                 const uint8_t *in = (const uint8_t *)src + (size_t)(8 * g + r) * row_bytes + (size_t)b * in_block;
                 memcpy(out + 2 * r, in, 2);
                 if (has_m) memcpy(out + 16 + 2 * r, in + 2, 2);
-                if (has_h) regroup_h(in + (has_m ? 4 : 2), out + off_h + 4 * r);
+                if (has_h) er_q5_regroup_h(in + (has_m ? 4 : 2), out + off_h + 4 * r);
                 const uint8_t *qs = in + in_block - 16;
                 for (int c = 0; c < 4; c++) memcpy(out + off_q + 32 * c + 4 * r, qs + 4 * c, 4);
             }
