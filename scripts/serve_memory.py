@@ -112,30 +112,13 @@ def client_main(base, model):
     import httpx
     import openai
 
-    import addition_task as task
-    problems = task.make_problems(task.HELD_OUT_COUNT, task.HELD_OUT_SEED, "test")
+    from serve_request_mix import one_request, problems
+    probs = problems()
     api = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=60)
     http = httpx.Client(timeout=60)
 
     def one(i):
-        a, b = problems[i % len(problems)]
-        kind = i % 5
-        if kind == 4:
-            r = http.post(f"{base}/v1/completions", json={"model": model, "prompt": "1", "max_tokens": -1})
-            return r.status_code == 400
-        kw = dict(model=model, max_tokens=task.MAX_NEW_TOKENS, temperature=0)
-        if kind == 0:
-            text = api.completions.create(prompt=task.prompt(a, b), **kw).choices[0].text
-        elif kind == 1:
-            text = "".join(c.choices[0].text for c in api.completions.create(prompt=task.prompt(a, b),
-                                                                              stream=True, **kw))
-        elif kind == 2:
-            text = api.chat.completions.create(messages=[{"role": "user", "content": task.prompt(a, b)}],
-                                               **kw).choices[0].message.content
-        else:
-            text = "".join(c.choices[0].delta.content or "" for c in api.chat.completions.create(
-                messages=[{"role": "user", "content": task.prompt(a, b)}], stream=True, **kw) if c.choices)
-        return task.is_correct(a, b, text)
+        return one_request(api, http, base, model, probs, i)
 
     with ThreadPoolExecutor(4) as pool:
         for line in sys.stdin:

@@ -11,7 +11,7 @@ import pytest
 
 from serve_helpers import PLAIN_TEMPLATE, client, http, metric, need_serve, served_process
 
-import addition_task as task  # noqa: E402  isort: skip  (serve_helpers put scripts/ on sys.path)
+from serve_request_mix import one_request, problems  # noqa: E402  isort: skip  (serve_helpers put scripts/ on sys.path)
 
 openai = need_serve()
 MODEL = "edgerun-add"
@@ -34,29 +34,12 @@ def test_soak_2000_requests(tmp_path):
         pytest.skip("needs /proc to read the server's RSS")
     tpl = tmp_path / "plain.jinja"
     tpl.write_text(PLAIN_TEMPLATE)
-    problems = task.make_problems(task.HELD_OUT_COUNT, task.HELD_OUT_SEED, "test")
+    probs = problems()
     with served_process("--parallel", "4", "--threads", "1", "--chat-template", tpl) as (proc, base):
         api = client(base)
 
         def one(i):
-            a, b = problems[i % len(problems)]
-            kind = i % 5
-            if kind == 4:           # a bad request: answered 400, costs nothing
-                r = http().post(f"{base}/v1/completions", json={"model": MODEL, "prompt": "1", "max_tokens": -1})
-                return r.status_code == 400
-            kw = dict(model=MODEL, max_tokens=task.MAX_NEW_TOKENS, temperature=0)
-            if kind == 0:
-                text = api.completions.create(prompt=task.prompt(a, b), **kw).choices[0].text
-            elif kind == 1:
-                text = "".join(c.choices[0].text for c in api.completions.create(prompt=task.prompt(a, b),
-                                                                                  stream=True, **kw))
-            elif kind == 2:
-                text = api.chat.completions.create(messages=[{"role": "user", "content": task.prompt(a, b)}],
-                                                   **kw).choices[0].message.content
-            else:
-                text = "".join(c.choices[0].delta.content or "" for c in api.chat.completions.create(
-                    messages=[{"role": "user", "content": task.prompt(a, b)}], stream=True, **kw) if c.choices)
-            return task.is_correct(a, b, text)
+            return one_request(api, http(), base, MODEL, probs, i)
 
         def run(n, start):
             with ThreadPoolExecutor(4) as pool:
