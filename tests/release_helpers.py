@@ -28,7 +28,46 @@ def has_webdav():
     return (MODULES / "mod_webdav.so").is_file()
 
 
-class Lighttpd:
+class _Server:
+    """A real web server from Debian on 127.0.0.1, run in the foreground from
+    its own config in `workdir` and killed by stop() (SIGKILL: mid-transfer,
+    as on a power cut). Subclasses give NAME, config() and argv(cfg)."""
+    NAME = ""
+    CONFIG = ""
+
+    def start(self):
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cfg = self.workdir / self.CONFIG
+        cfg.write_text(self.config())
+        self.proc = subprocess.Popen(self.argv(cfg), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                log = self.workdir / "error.log"
+                raise RuntimeError(f"{self.NAME} exited: {self.proc.stdout.read().decode(errors='replace')}"
+                                   f"{log.read_text() if log.exists() else ''}")
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.NAME} did not start listening within 10 s")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Lighttpd(_Server):
     """lighttpd -D on `root`; `kbps` limits each connection (a slow link, to
     cut a transfer in the middle); `webdav` enables PUT/MKCOL/MOVE."""
 
@@ -61,35 +100,10 @@ class Lighttpd:
                       'webdav.sqlite-db-name = ""']
         return "\n".join(lines) + "\n"
 
-    def start(self):
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        cfg = self.workdir / "lighttpd.conf"
-        cfg.write_text(self.config())
-        self.proc = subprocess.Popen([LIGHTTPD, "-D", "-f", str(cfg)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"lighttpd exited: {self.proc.stdout.read().decode(errors='replace')}"
-                                   f"{(self.workdir / 'error.log').read_text() if (self.workdir / 'error.log').exists() else ''}")
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("lighttpd did not start listening within 10 s")
+    NAME, CONFIG = "lighttpd", "lighttpd.conf"
 
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()          # SIGKILL: the server dies mid-transfer, as on a power cut
-            self.proc.wait()
-        self.proc = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+    def argv(self, cfg):
+        return [LIGHTTPD, "-D", "-f", str(cfg)]
 
 
 def get(url):
@@ -137,7 +151,7 @@ def make_tls(d, name="127.0.0.1"):
     return d / "ca.pem", d / "server.pem", d / "server-key.pem"
 
 
-class Nginx:
+class Nginx(_Server):
     """nginx (Debian's) serving `root` over https on 127.0.0.1 with the given
     certificate; `webdav` enables PUT/DELETE/MKCOL/MOVE (ngx_http_dav_module).
     Its own prefix, config and logs in `workdir`; started and stopped here."""
@@ -177,34 +191,7 @@ http {{
 }}
 """
 
-    def start(self):
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        cfg = self.workdir / "nginx.conf"
-        cfg.write_text(self.config())
-        self.proc = subprocess.Popen([NGINX, "-p", f"{self.workdir}/", "-c", str(cfg), "-e",
-                                      str(self.workdir / "error.log")], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                log = self.workdir / "error.log"
-                raise RuntimeError(f"nginx exited: {self.proc.stdout.read().decode(errors='replace')}"
-                                   f"{log.read_text() if log.exists() else ''}")
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("nginx did not start listening within 10 s")
+    NAME, CONFIG = "nginx", "nginx.conf"
 
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+    def argv(self, cfg):
+        return [NGINX, "-p", f"{self.workdir}/", "-c", str(cfg), "-e", str(self.workdir / "error.log")]
