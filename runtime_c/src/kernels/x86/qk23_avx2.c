@@ -12,8 +12,8 @@
  *        set), less 4 Σ scale * bsum, which undoes the offset exactly.
  *  IQ4_XS: the grid by pshufb (signed, |v| <= 127: maddubs of |w| with x
  *        carrying w's sign), one signed 6-bit scale per 32.
- * matmul takes the single-row dot per (row, activation): the super-block
- * work is all integer and decode (m = 1) is what these small types serve.
+ * matmul (m > 1) unpacks each weight super-block once for up to four
+ * activation rows; decode (m = 1) takes the single-row dot.
  */
 #include <string.h>
 
@@ -137,19 +137,137 @@ float er_avx2_dot_iq4_xs(int n, const void *w_row, const void *x_row) {
     return sum;
 }
 
-typedef float (*dot_fn)(int n, const void *w_row, const void *x_row);
+/* ---- matmul: one unpacked super-block meets up to four activation rows ---- */
 
-/* weight row outer, activation rows inner: each row's blocks stay in L1
- * for the m dots */
-static ALWAYS_INLINE void matmul_rows(const er_matmul_args *a, dot_fn dot) {
-    for (int r = a->r0; r < a->r1; r++) {
-        const void *wr = (const unsigned char *)a->w + (size_t)r * a->w_row_bytes;
-        for (int b = 0; b < a->m; b++)
-            a->y[(size_t)b * a->y_stride + (size_t)r] =
-                dot(a->n, wr, (const unsigned char *)a->x + (size_t)b * a->x_stride);
+/* Each *_rows function takes super-block w against the same super-block of
+ * mb activation rows x[0..mb), unpacking the weight vectors (u, the pair
+ * scales) once per 32 elements and applying them to every row, each with
+ * its own accumulator; each row's isum/imin are the integers the single-row
+ * dot computes and s[r] advances through the same er_kq_accum, so the
+ * results keep generic's bits. mb is a constant 4 in the main tiles, which
+ * keeps the row loops unrolled and the accumulators in registers. */
+static ALWAYS_INLINE void q2_k_rows(const er_block_q2_k *w, const er_block_q8_k *const *x, const int mb, float *s) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w->scales);
+    const __m256i s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, m4));
+    __m256i acc[4];
+    for (int r = 0; r < mb; r++) acc[r] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = ld(w->qs + 32 * h), sh = half_scales(s16, h);
+        for (int j = 0; j < 4; j++) {
+            const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3), ps = pair_scales(sh, j);
+            for (int r = 0; r < mb; r++)
+                acc[r] = _mm256_add_epi32(
+                    acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(x[r]->qs + 128 * h + 32 * j)), ps));
+        }
+    }
+    const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+    const float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
+    for (int r = 0; r < mb; r++) {
+        const int32_t imin = er_avx2_hsum_epi32(_mm256_madd_epi16(ld(x[r]->bsums), mn));
+        s[r] = er_kq_accum(s[r], d, dmin, x[r]->d, er_avx2_hsum_epi32(acc[r]), imin);
     }
 }
 
-void er_avx2_matmul_q2_k(const er_matmul_args *a) { matmul_rows(a, er_avx2_dot_q2_k); }
-void er_avx2_matmul_q3_k(const er_matmul_args *a) { matmul_rows(a, er_avx2_dot_q3_k); }
-void er_avx2_matmul_iq4_xs(const er_matmul_args *a) { matmul_rows(a, er_avx2_dot_iq4_xs); }
+static ALWAYS_INLINE void q3_k_rows(const er_block_q3_k *w, const er_block_q8_k *const *x, const int mb, float *s) {
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    const __m256i s16 = _mm256_cvtepi8_epi16(q3k_scales(w->scales));
+    const __m256i hm = ld(w->hmask);
+    __m256i acc[4];
+    for (int r = 0; r < mb; r++) acc[r] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = ld(w->qs + 32 * h), sh = half_scales(s16, h);
+        for (int j = 0; j < 4; j++) {
+            const int b = 4 * h + j;
+            const __m256i hs = b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b);
+            const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3),
+                                              _mm256_and_si256(hs, four));
+            const __m256i ps = pair_scales(sh, j);
+            for (int r = 0; r < mb; r++)
+                acc[r] = _mm256_add_epi32(
+                    acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(x[r]->qs + 128 * h + 32 * j)), ps));
+        }
+    }
+    const float d = _cvtsh_ss(w->d);
+    for (int r = 0; r < mb; r++) {
+        const int32_t off = er_avx2_hsum_epi32(_mm256_madd_epi16(ld(x[r]->bsums), s16));
+        s[r] = er_kq_accum(s[r], d, 0.0f, x[r]->d, er_avx2_hsum_epi32(acc[r]) - 4 * off, 0);
+    }
+}
+
+static ALWAYS_INLINE void iq4_xs_rows(const er_block_iq4_xs *w, const er_block_q8_k *const *x, const int mb,
+                                      float *s) {
+    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)er_iq4nl_values));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    int8_t ls[8];
+    er_iq4xs_scales(w, ls);
+    int64_t ls8;
+    memcpy(&ls8, ls, 8);
+    const __m256i l16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(ls8)));
+    __m256i acc[4];
+    for (int r = 0; r < mb; r++) acc[r] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(w->qs + 16 * j));
+        const __m256i v = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+        const __m256i av = _mm256_sign_epi8(v, v);
+        const __m256i sj = _mm256_shuffle_epi8(l16, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+        for (int r = 0; r < mb; r++)
+            acc[r] = _mm256_add_epi32(
+                acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(ld(x[r]->qs + 32 * j), v)), sj));
+    }
+    const float d = _cvtsh_ss(w->d);
+    for (int r = 0; r < mb; r++) s[r] = er_kq_accum(s[r], d, 0.0f, x[r]->d, er_avx2_hsum_epi32(acc[r]), 0);
+}
+
+enum { KQ2, KQ3, IQ4XS };
+
+static ALWAYS_INLINE void rows_t(const void *w_row, int i, const er_block_q8_k *const *x, const int mb, float *s,
+                                 const int t) {
+    if (t == KQ2) q2_k_rows((const er_block_q2_k *)w_row + i, x, mb, s);
+    else if (t == KQ3) q3_k_rows((const er_block_q3_k *)w_row + i, x, mb, s);
+    else iq4_xs_rows((const er_block_iq4_xs *)w_row + i, x, mb, s);
+}
+
+/* Weight rows in ~128 KiB chunks, kept in L2 across the activation tiles
+ * (as qk_avx2.c's matmul); m == 1 (decode) keeps the single-row dot, whose
+ * unpacking interleaves with its multiplies. Rows never depend on one
+ * another here, so m_one needs nothing. */
+static ALWAYS_INLINE void matmul_rows(const er_matmul_args *a, const int t) {
+    const unsigned char *w = a->w, *x = a->x;
+    const int nb = a->n / ER_QK_K;
+    const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
+    for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
+        const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
+        for (int b = 0; b < a->m; b += 4) {
+            const int mb = a->m - b < 4 ? a->m - b : 4;
+            for (int r = c0; r < c1; r++) {
+                const void *wr = w + (size_t)r * a->w_row_bytes;
+                float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                for (int i = 0; i < nb; i++) {
+                    const er_block_q8_k *xi[4];
+                    for (int j = 0; j < mb; j++)
+                        xi[j] = (const er_block_q8_k *)(const void *)(x + (size_t)(b + j) * a->x_stride) + i;
+                    if (mb == 4) rows_t(wr, i, xi, 4, s, t);
+                    else rows_t(wr, i, xi, mb, s, t);
+                }
+                for (int j = 0; j < mb; j++) a->y[(size_t)(b + j) * a->y_stride + (size_t)r] = s[j];
+            }
+        }
+    }
+}
+
+typedef float (*dot_fn)(int n, const void *w_row, const void *x_row);
+
+static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, dot_fn dot, const int t) {
+    if (a->m > 1) {
+        matmul_rows(a, t);
+        return;
+    }
+    for (int r = a->r0; r < a->r1; r++)
+        a->y[r] = dot(a->n, (const unsigned char *)a->w + (size_t)r * a->w_row_bytes, a->x);
+}
+
+void er_avx2_matmul_q2_k(const er_matmul_args *a) { matmul_t(a, er_avx2_dot_q2_k, KQ2); }
+void er_avx2_matmul_q3_k(const er_matmul_args *a) { matmul_t(a, er_avx2_dot_q3_k, KQ3); }
+void er_avx2_matmul_iq4_xs(const er_matmul_args *a) { matmul_t(a, er_avx2_dot_iq4_xs, IQ4XS); }
