@@ -139,20 +139,45 @@ float er_avx2_dot_iq4_xs(int n, const void *w_row, const void *x_row) {
 
 /* ---- matmul: one unpacked super-block meets up to four activation rows ---- */
 
+/* The int32 sums of acc[0..3], in lanes 0..3 (integer, so any order gives
+ * the single-row dot's exact value): three hadds where four hsums took
+ * twenty-odd instructions, a third of a tile's super-block. */
+static ALWAYS_INLINE __m128i hsum4(const __m256i acc[4]) {
+    const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+}
+
+/* er_kq_accum on four activation rows (one weight super-block), statement
+ * for statement: the same IEEE operations per lane give the same bits, and
+ * none are fused (kq_x8_avx2.h's er_kq8_accum says why). */
+static ALWAYS_INLINE __m128 accum4(__m128 sum, float dw, float dmw, __m128 dx, __m128i isum, __m128i imin) {
+    const __m128 dd = _mm_mul_ps(_mm_set1_ps(dw), dx);
+    const __m128 dm = _mm_mul_ps(_mm_set1_ps(dmw), dx);
+    const __m128 a = _mm_mul_ps(dd, _mm_cvtepi32_ps(isum));
+    const __m128 b = _mm_mul_ps(dm, _mm_cvtepi32_ps(imin));
+    return _mm_add_ps(sum, _mm_sub_ps(a, b));
+}
+
+/* the activation rows' d, 0 past mb (those lanes are never stored) */
+static ALWAYS_INLINE __m128 row_d(const er_block_q8_k *const *x, const int mb) {
+    return _mm_setr_ps(x[0]->d, mb > 1 ? x[1]->d : 0.0f, mb > 2 ? x[2]->d : 0.0f, mb > 3 ? x[3]->d : 0.0f);
+}
+
 /* Each *_rows function takes super-block w against the same super-block of
  * mb activation rows x[0..mb), unpacking the weight vectors (u, the pair
  * scales) once per 32 elements and applying them to every row, each with
  * its own accumulator; each row's isum/imin are the integers the single-row
- * dot computes and s[r] advances through the same er_kq_accum, so the
- * results keep generic's bits. mb is a constant 4 in the main tiles, which
- * keeps the row loops unrolled and the accumulators in registers. */
-static ALWAYS_INLINE void q2_k_rows(const er_block_q2_k *w, const er_block_q8_k *const *x, const int mb, float *s) {
+ * dot computes and lane r of s advances through er_kq_accum's operations,
+ * so the results keep generic's bits. mb is a constant 4 in the main
+ * tiles, which keeps the row loops unrolled and the accumulators in
+ * registers; rows past mb keep zero accumulators. */
+static ALWAYS_INLINE __m128 q2_k_rows(const er_block_q2_k *w, const er_block_q8_k *const *x, const int mb, __m128 s) {
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m128i m4 = _mm_set1_epi8(0x0f);
     const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w->scales);
     const __m256i s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, m4));
-    __m256i acc[4];
-    for (int r = 0; r < mb; r++) acc[r] = _mm256_setzero_si256();
+    __m256i acc[4], mins[4];
+    for (int r = 0; r < 4; r++) acc[r] = mins[r] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i q = ld(w->qs + 32 * h), sh = half_scales(s16, h);
         for (int j = 0; j < 4; j++) {
@@ -163,19 +188,20 @@ static ALWAYS_INLINE void q2_k_rows(const er_block_q2_k *w, const er_block_q8_k 
         }
     }
     const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
-    const float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
-    for (int r = 0; r < mb; r++) {
-        const int32_t imin = er_avx2_hsum_epi32(_mm256_madd_epi16(ld(x[r]->bsums), mn));
-        s[r] = er_kq_accum(s[r], d, dmin, x[r]->d, er_avx2_hsum_epi32(acc[r]), imin);
-    }
+    for (int r = 0; r < mb; r++) mins[r] = _mm256_madd_epi16(ld(x[r]->bsums), mn);
+    return accum4(s, _cvtsh_ss(w->d), _cvtsh_ss(w->dmin), row_d(x, mb), hsum4(acc), hsum4(mins));
 }
 
-static ALWAYS_INLINE void q3_k_rows(const er_block_q3_k *w, const er_block_q8_k *const *x, const int mb, float *s) {
+static ALWAYS_INLINE __m128 q3_k_rows(const er_block_q3_k *w, const er_block_q8_k *const *x, const int mb, __m128 s) {
     const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     const __m256i s16 = _mm256_cvtepi8_epi16(q3k_scales(w->scales));
     const __m256i hm = ld(w->hmask);
     __m256i acc[4];
-    for (int r = 0; r < mb; r++) acc[r] = _mm256_setzero_si256();
+    /* starts at -4 Σ s bsum, the offset of the unsigned q + 4 */
+    for (int r = 0; r < 4; r++)
+        acc[r] = r < mb ? _mm256_sub_epi32(_mm256_setzero_si256(),
+                                           _mm256_slli_epi32(_mm256_madd_epi16(ld(x[r]->bsums), s16), 2))
+                        : _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i q = ld(w->qs + 32 * h), sh = half_scales(s16, h);
         for (int j = 0; j < 4; j++) {
@@ -189,15 +215,11 @@ static ALWAYS_INLINE void q3_k_rows(const er_block_q3_k *w, const er_block_q8_k 
                     acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(x[r]->qs + 128 * h + 32 * j)), ps));
         }
     }
-    const float d = _cvtsh_ss(w->d);
-    for (int r = 0; r < mb; r++) {
-        const int32_t off = er_avx2_hsum_epi32(_mm256_madd_epi16(ld(x[r]->bsums), s16));
-        s[r] = er_kq_accum(s[r], d, 0.0f, x[r]->d, er_avx2_hsum_epi32(acc[r]) - 4 * off, 0);
-    }
+    return accum4(s, _cvtsh_ss(w->d), 0.0f, row_d(x, mb), hsum4(acc), _mm_setzero_si128());
 }
 
-static ALWAYS_INLINE void iq4_xs_rows(const er_block_iq4_xs *w, const er_block_q8_k *const *x, const int mb,
-                                      float *s) {
+static ALWAYS_INLINE __m128 iq4_xs_rows(const er_block_iq4_xs *w, const er_block_q8_k *const *x, const int mb,
+                                        __m128 s) {
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)er_iq4nl_values));
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     int8_t ls[8];
@@ -206,7 +228,7 @@ static ALWAYS_INLINE void iq4_xs_rows(const er_block_iq4_xs *w, const er_block_q
     memcpy(&ls8, ls, 8);
     const __m256i l16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(ls8)));
     __m256i acc[4];
-    for (int r = 0; r < mb; r++) acc[r] = _mm256_setzero_si256();
+    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_si256();
     for (int j = 0; j < 8; j++) {
         const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(w->qs + 16 * j));
         const __m256i v = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
@@ -216,17 +238,16 @@ static ALWAYS_INLINE void iq4_xs_rows(const er_block_iq4_xs *w, const er_block_q
             acc[r] = _mm256_add_epi32(
                 acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(ld(x[r]->qs + 32 * j), v)), sj));
     }
-    const float d = _cvtsh_ss(w->d);
-    for (int r = 0; r < mb; r++) s[r] = er_kq_accum(s[r], d, 0.0f, x[r]->d, er_avx2_hsum_epi32(acc[r]), 0);
+    return accum4(s, _cvtsh_ss(w->d), 0.0f, row_d(x, mb), hsum4(acc), _mm_setzero_si128());
 }
 
 enum { KQ2, KQ3, IQ4XS };
 
-static ALWAYS_INLINE void rows_t(const void *w_row, int i, const er_block_q8_k *const *x, const int mb, float *s,
-                                 const int t) {
-    if (t == KQ2) q2_k_rows((const er_block_q2_k *)w_row + i, x, mb, s);
-    else if (t == KQ3) q3_k_rows((const er_block_q3_k *)w_row + i, x, mb, s);
-    else iq4_xs_rows((const er_block_iq4_xs *)w_row + i, x, mb, s);
+static ALWAYS_INLINE __m128 rows_t(const void *w_row, int i, const er_block_q8_k *const *x, const int mb, __m128 s,
+                                   const int t) {
+    if (t == KQ2) return q2_k_rows((const er_block_q2_k *)w_row + i, x, mb, s);
+    if (t == KQ3) return q3_k_rows((const er_block_q3_k *)w_row + i, x, mb, s);
+    return iq4_xs_rows((const er_block_iq4_xs *)w_row + i, x, mb, s);
 }
 
 /* Weight rows in ~128 KiB chunks, kept in L2 across the activation tiles
@@ -243,15 +264,16 @@ static ALWAYS_INLINE void matmul_rows(const er_matmul_args *a, const int t) {
             const int mb = a->m - b < 4 ? a->m - b : 4;
             for (int r = c0; r < c1; r++) {
                 const void *wr = w + (size_t)r * a->w_row_bytes;
-                float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                __m128 s = _mm_setzero_ps();
                 for (int i = 0; i < nb; i++) {
                     const er_block_q8_k *xi[4];
                     for (int j = 0; j < mb; j++)
                         xi[j] = (const er_block_q8_k *)(const void *)(x + (size_t)(b + j) * a->x_stride) + i;
-                    if (mb == 4) rows_t(wr, i, xi, 4, s, t);
-                    else rows_t(wr, i, xi, mb, s, t);
+                    s = mb == 4 ? rows_t(wr, i, xi, 4, s, t) : rows_t(wr, i, xi, mb, s, t);
                 }
-                for (int j = 0; j < mb; j++) a->y[(size_t)(b + j) * a->y_stride + (size_t)r] = s[j];
+                float sv[4];
+                _mm_storeu_ps(sv, s);
+                for (int j = 0; j < mb; j++) a->y[(size_t)(b + j) * a->y_stride + (size_t)r] = sv[j];
             }
         }
     }
