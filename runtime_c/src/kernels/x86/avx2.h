@@ -186,6 +186,13 @@ void er_avx512vnni_matmul_q4_1(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_0(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_1(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_nl(const er_matmul_args *a);
+/* qk23_avx2.c's VNNI build (the 16 further ymm registers hold a tile) */
+float er_avx512vnni_dot_q2_k(int n, const void *w_row, const void *x_row);
+float er_avx512vnni_dot_q3_k(int n, const void *w_row, const void *x_row);
+float er_avx512vnni_dot_iq4_xs(int n, const void *w_row, const void *x_row);
+void er_avx512vnni_matmul_q2_k(const er_matmul_args *a);
+void er_avx512vnni_matmul_q3_k(const er_matmul_args *a);
+void er_avx512vnni_matmul_iq4_xs(const er_matmul_args *a);
 
 void er_avx2_quantize_row_q8_0(const float *x, void *dst, int n);
 void er_avx2_quantize_row_q8_k(const float *x, void *dst, int n);

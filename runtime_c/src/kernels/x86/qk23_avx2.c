@@ -52,7 +52,7 @@ static ALWAYS_INLINE __m128i q3k_scales(const uint8_t s[12]) {
     return _mm_sub_epi8(_mm_set_epi32((int)o[3], (int)o[2], (int)o[1], (int)o[0]), _mm_set1_epi8(32));
 }
 
-float er_avx2_dot_q2_k(int n, const void *w_row, const void *x_row) {
+float ER_X86_FN(dot_q2_k)(int n, const void *w_row, const void *x_row) {
     const er_block_q2_k *w = w_row;
     const er_block_q8_k *x = x_row;
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -79,7 +79,7 @@ float er_avx2_dot_q2_k(int n, const void *w_row, const void *x_row) {
     return sum;
 }
 
-float er_avx2_dot_q3_k(int n, const void *w_row, const void *x_row) {
+float ER_X86_FN(dot_q3_k)(int n, const void *w_row, const void *x_row) {
     const er_block_q3_k *w = w_row;
     const er_block_q8_k *x = x_row;
     const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
@@ -109,7 +109,7 @@ float er_avx2_dot_q3_k(int n, const void *w_row, const void *x_row) {
     return sum;
 }
 
-float er_avx2_dot_iq4_xs(int n, const void *w_row, const void *x_row) {
+float ER_X86_FN(dot_iq4_xs)(int n, const void *w_row, const void *x_row) {
     const er_block_iq4_xs *w = w_row;
     const er_block_q8_k *x = x_row;
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)er_iq4nl_values));
@@ -290,6 +290,6 @@ static ALWAYS_INLINE void matmul_t(const er_matmul_args *a, dot_fn dot, const in
         a->y[r] = dot(a->n, (const unsigned char *)a->w + (size_t)r * a->w_row_bytes, a->x);
 }
 
-void er_avx2_matmul_q2_k(const er_matmul_args *a) { matmul_t(a, er_avx2_dot_q2_k, KQ2); }
-void er_avx2_matmul_q3_k(const er_matmul_args *a) { matmul_t(a, er_avx2_dot_q3_k, KQ3); }
-void er_avx2_matmul_iq4_xs(const er_matmul_args *a) { matmul_t(a, er_avx2_dot_iq4_xs, IQ4XS); }
+void ER_X86_FN(matmul_q2_k)(const er_matmul_args *a) { matmul_t(a, ER_X86_FN(dot_q2_k), KQ2); }
+void ER_X86_FN(matmul_q3_k)(const er_matmul_args *a) { matmul_t(a, ER_X86_FN(dot_q3_k), KQ3); }
+void ER_X86_FN(matmul_iq4_xs)(const er_matmul_args *a) { matmul_t(a, ER_X86_FN(dot_iq4_xs), IQ4XS); }

@@ -31,9 +31,9 @@
             [ER_W_Q5_0] = p##_dot_q5_0,                                                                            \
             [ER_W_Q5_1] = p##_dot_q5_1,                                                                            \
             [ER_W_IQ4_NL] = p##_dot_iq4_nl,                                                                        \
-            [ER_W_IQ4_XS] = er_avx2_dot_iq4_xs,                                                                        \
-            [ER_W_Q3_K] = er_avx2_dot_q3_k,                                                                            \
-            [ER_W_Q2_K] = er_avx2_dot_q2_k,                                                                            \
+            [ER_W_IQ4_XS] = p##_dot_iq4_xs,                                                                        \
+            [ER_W_Q3_K] = p##_dot_q3_k,                                                                            \
+            [ER_W_Q2_K] = p##_dot_q2_k,                                                                            \
         },                                                                                                            \
         .matmul = {                                                                                                   \
             [ER_W_F32] = er_avx2_matmul_f32,                                                                          \
@@ -48,9 +48,9 @@
             [ER_W_Q5_0] = p##_matmul_q5_0,                                                                         \
             [ER_W_Q5_1] = p##_matmul_q5_1,                                                                         \
             [ER_W_IQ4_NL] = p##_matmul_iq4_nl,                                                                     \
-            [ER_W_IQ4_XS] = er_avx2_matmul_iq4_xs,                                                                     \
-            [ER_W_Q3_K] = er_avx2_matmul_q3_k,                                                                         \
-            [ER_W_Q2_K] = er_avx2_matmul_q2_k,                                                                         \
+            [ER_W_IQ4_XS] = p##_matmul_iq4_xs,                                                                     \
+            [ER_W_Q3_K] = p##_matmul_q3_k,                                                                         \
+            [ER_W_Q2_K] = p##_matmul_q2_k,                                                                         \
         },                                                                                                            \
         .dequant_row = {                                                                                              \
             [ER_W_F32] = er_gen_dequant_f32,                                                                          \
