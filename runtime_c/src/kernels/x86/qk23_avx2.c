@@ -139,28 +139,54 @@ float ER_X86_FN(dot_iq4_xs)(int n, const void *w_row, const void *x_row) {
 
 /* ---- matmul: one unpacked super-block meets up to four activation rows ---- */
 
-/* The int32 sums of acc[0..3], in lanes 0..3 (integer, so any order gives
- * the single-row dot's exact value): three hadds where four hsums took
- * twenty-odd instructions, a third of a tile's super-block. */
-static ALWAYS_INLINE __m128i hsum4(const __m256i acc[4]) {
-    const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
-    return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+/* Activation rows per tile: 8 where AVX-512VL's 32 ymm registers hold
+ * their accumulators beside the unpacked weights, 4 in AVX2's 16. */
+#ifndef ER_QK23_MR
+#define ER_QK23_MR (ER_X86_VNNI ? 8 : 4)
+#endif
+enum { MR = ER_QK23_MR };
+
+/* The int32 sums of acc[0..MR), in lanes 0..MR-1 (integer, so any order
+ * gives the single-row dot's exact value): a tree of hadds where a
+ * reduction per row took seven instructions each. */
+static ALWAYS_INLINE __m256i hsum_tile(const __m256i acc[MR]) {
+    const __m256i b0 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+    if (MR == 4)
+        return _mm256_inserti128_si256(_mm256_setzero_si256(),
+                                       _mm_add_epi32(_mm256_castsi256_si128(b0), _mm256_extracti128_si256(b0, 1)), 0);
+    const __m256i b1 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4 % MR], acc[5 % MR]),
+                                         _mm256_hadd_epi32(acc[6 % MR], acc[7 % MR]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
 }
 
-/* er_kq_accum on four activation rows (one weight super-block), statement
- * for statement: the same IEEE operations per lane give the same bits, and
- * none are fused (kq_x8_avx2.h's er_kq8_accum says why). */
-static ALWAYS_INLINE __m128 accum4(__m128 sum, float dw, float dmw, __m128 dx, __m128i isum, __m128i imin) {
-    const __m128 dd = _mm_mul_ps(_mm_set1_ps(dw), dx);
-    const __m128 dm = _mm_mul_ps(_mm_set1_ps(dmw), dx);
-    const __m128 a = _mm_mul_ps(dd, _mm_cvtepi32_ps(isum));
-    const __m128 b = _mm_mul_ps(dm, _mm_cvtepi32_ps(imin));
-    return _mm_add_ps(sum, _mm_sub_ps(a, b));
+/* er_kq_accum on a tile's rows (one weight super-block), statement for
+ * statement: the same IEEE operations per lane give the same bits, and
+ * none are fused (kq_x8_avx2.h's er_kq8_accum says why). Lanes past MR
+ * are never stored. */
+static ALWAYS_INLINE __m256 accum_tile(__m256 sum, float dw, float dmw, __m256 dx, __m256i isum, __m256i imin) {
+    const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(dw), dx);
+    const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(dmw), dx);
+    const __m256 a = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum));
+    const __m256 b = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(imin));
+    return _mm256_add_ps(sum, _mm256_sub_ps(a, b));
 }
 
-/* the activation rows' d, 0 past mb (those lanes are never stored) */
-static ALWAYS_INLINE __m128 row_d(const er_block_q8_k *const *x, const int mb) {
-    return _mm_setr_ps(x[0]->d, mb > 1 ? x[1]->d : 0.0f, mb > 2 ? x[2]->d : 0.0f, mb > 3 ? x[3]->d : 0.0f);
+/* the activation rows' d, 0 past mb */
+static ALWAYS_INLINE __m256 row_d(const er_block_q8_k *const *x, const int mb) {
+    float d[8] = {0};
+    for (int r = 0; r < mb; r++) d[r] = x[r]->d;
+    return _mm256_loadu_ps(d);
+}
+
+/* acc + madd(p16, sc): VPDPWSSD in the VNNI build (the same exact int32
+ * sums, one instruction where AVX2 takes two; its 4-cycle chain is hidden
+ * behind the tile's other rows, which the single-row dot could not do). */
+static ALWAYS_INLINE __m256i madd_acc(__m256i acc, __m256i p16, __m256i sc) {
+#if ER_X86_VNNI
+    return _mm256_dpwssd_epi32(acc, p16, sc);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
+#endif
 }
 
 /* Each *_rows function takes super-block w against the same super-block of
@@ -168,37 +194,36 @@ static ALWAYS_INLINE __m128 row_d(const er_block_q8_k *const *x, const int mb) {
  * scales) once per 32 elements and applying them to every row, each with
  * its own accumulator; each row's isum/imin are the integers the single-row
  * dot computes and lane r of s advances through er_kq_accum's operations,
- * so the results keep generic's bits. mb is a constant 4 in the main
+ * so the results keep generic's bits. mb is a constant MR in the main
  * tiles, which keeps the row loops unrolled and the accumulators in
  * registers; rows past mb keep zero accumulators. */
-static ALWAYS_INLINE __m128 q2_k_rows(const er_block_q2_k *w, const er_block_q8_k *const *x, const int mb, __m128 s) {
+static ALWAYS_INLINE __m256 q2_k_rows(const er_block_q2_k *w, const er_block_q8_k *const *x, const int mb, __m256 s) {
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m128i m4 = _mm_set1_epi8(0x0f);
     const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w->scales);
     const __m256i s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, m4));
-    __m256i acc[4], mins[4];
-    for (int r = 0; r < 4; r++) acc[r] = mins[r] = _mm256_setzero_si256();
+    __m256i acc[MR], mins[MR];
+    for (int r = 0; r < MR; r++) acc[r] = mins[r] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i q = ld(w->qs + 32 * h), sh = half_scales(s16, h);
         for (int j = 0; j < 4; j++) {
             const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3), ps = pair_scales(sh, j);
             for (int r = 0; r < mb; r++)
-                acc[r] = _mm256_add_epi32(
-                    acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(x[r]->qs + 128 * h + 32 * j)), ps));
+                acc[r] = madd_acc(acc[r], _mm256_maddubs_epi16(u, ld(x[r]->qs + 128 * h + 32 * j)), ps);
         }
     }
     const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
     for (int r = 0; r < mb; r++) mins[r] = _mm256_madd_epi16(ld(x[r]->bsums), mn);
-    return accum4(s, _cvtsh_ss(w->d), _cvtsh_ss(w->dmin), row_d(x, mb), hsum4(acc), hsum4(mins));
+    return accum_tile(s, _cvtsh_ss(w->d), _cvtsh_ss(w->dmin), row_d(x, mb), hsum_tile(acc), hsum_tile(mins));
 }
 
-static ALWAYS_INLINE __m128 q3_k_rows(const er_block_q3_k *w, const er_block_q8_k *const *x, const int mb, __m128 s) {
+static ALWAYS_INLINE __m256 q3_k_rows(const er_block_q3_k *w, const er_block_q8_k *const *x, const int mb, __m256 s) {
     const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     const __m256i s16 = _mm256_cvtepi8_epi16(q3k_scales(w->scales));
     const __m256i hm = ld(w->hmask);
-    __m256i acc[4];
+    __m256i acc[MR];
     /* starts at -4 Σ s bsum, the offset of the unsigned q + 4 */
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < MR; r++)
         acc[r] = r < mb ? _mm256_sub_epi32(_mm256_setzero_si256(),
                                            _mm256_slli_epi32(_mm256_madd_epi16(ld(x[r]->bsums), s16), 2))
                         : _mm256_setzero_si256();
@@ -211,15 +236,14 @@ static ALWAYS_INLINE __m128 q3_k_rows(const er_block_q3_k *w, const er_block_q8_
                                               _mm256_and_si256(hs, four));
             const __m256i ps = pair_scales(sh, j);
             for (int r = 0; r < mb; r++)
-                acc[r] = _mm256_add_epi32(
-                    acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, ld(x[r]->qs + 128 * h + 32 * j)), ps));
+                acc[r] = madd_acc(acc[r], _mm256_maddubs_epi16(u, ld(x[r]->qs + 128 * h + 32 * j)), ps);
         }
     }
-    return accum4(s, _cvtsh_ss(w->d), 0.0f, row_d(x, mb), hsum4(acc), _mm_setzero_si128());
+    return accum_tile(s, _cvtsh_ss(w->d), 0.0f, row_d(x, mb), hsum_tile(acc), _mm256_setzero_si256());
 }
 
-static ALWAYS_INLINE __m128 iq4_xs_rows(const er_block_iq4_xs *w, const er_block_q8_k *const *x, const int mb,
-                                        __m128 s) {
+static ALWAYS_INLINE __m256 iq4_xs_rows(const er_block_iq4_xs *w, const er_block_q8_k *const *x, const int mb,
+                                        __m256 s) {
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)er_iq4nl_values));
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     int8_t ls[8];
@@ -227,23 +251,22 @@ static ALWAYS_INLINE __m128 iq4_xs_rows(const er_block_iq4_xs *w, const er_block
     int64_t ls8;
     memcpy(&ls8, ls, 8);
     const __m256i l16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(ls8)));
-    __m256i acc[4];
-    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_si256();
+    __m256i acc[MR];
+    for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_si256();
     for (int j = 0; j < 8; j++) {
         const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(w->qs + 16 * j));
         const __m256i v = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
         const __m256i av = _mm256_sign_epi8(v, v);
         const __m256i sj = _mm256_shuffle_epi8(l16, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
         for (int r = 0; r < mb; r++)
-            acc[r] = _mm256_add_epi32(
-                acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(ld(x[r]->qs + 32 * j), v)), sj));
+            acc[r] = madd_acc(acc[r], _mm256_maddubs_epi16(av, _mm256_sign_epi8(ld(x[r]->qs + 32 * j), v)), sj);
     }
-    return accum4(s, _cvtsh_ss(w->d), 0.0f, row_d(x, mb), hsum4(acc), _mm_setzero_si128());
+    return accum_tile(s, _cvtsh_ss(w->d), 0.0f, row_d(x, mb), hsum_tile(acc), _mm256_setzero_si256());
 }
 
 enum { KQ2, KQ3, IQ4XS };
 
-static ALWAYS_INLINE __m128 rows_t(const void *w_row, int i, const er_block_q8_k *const *x, const int mb, __m128 s,
+static ALWAYS_INLINE __m256 rows_t(const void *w_row, int i, const er_block_q8_k *const *x, const int mb, __m256 s,
                                    const int t) {
     if (t == KQ2) return q2_k_rows((const er_block_q2_k *)w_row + i, x, mb, s);
     if (t == KQ3) return q3_k_rows((const er_block_q3_k *)w_row + i, x, mb, s);
@@ -260,19 +283,19 @@ static ALWAYS_INLINE void matmul_rows(const er_matmul_args *a, const int t) {
     const int chunk = a->w_row_bytes < 131072 ? (int)(131072 / a->w_row_bytes) : 1;
     for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
         const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
-        for (int b = 0; b < a->m; b += 4) {
-            const int mb = a->m - b < 4 ? a->m - b : 4;
+        for (int b = 0; b < a->m; b += MR) {
+            const int mb = a->m - b < MR ? a->m - b : MR;
             for (int r = c0; r < c1; r++) {
                 const void *wr = w + (size_t)r * a->w_row_bytes;
-                __m128 s = _mm_setzero_ps();
+                __m256 s = _mm256_setzero_ps();
                 for (int i = 0; i < nb; i++) {
-                    const er_block_q8_k *xi[4];
+                    const er_block_q8_k *xi[MR];
                     for (int j = 0; j < mb; j++)
                         xi[j] = (const er_block_q8_k *)(const void *)(x + (size_t)(b + j) * a->x_stride) + i;
-                    s = mb == 4 ? rows_t(wr, i, xi, 4, s, t) : rows_t(wr, i, xi, mb, s, t);
+                    s = mb == MR ? rows_t(wr, i, xi, MR, s, t) : rows_t(wr, i, xi, mb, s, t);
                 }
-                float sv[4];
-                _mm_storeu_ps(sv, s);
+                float sv[8];
+                _mm256_storeu_ps(sv, s);
                 for (int j = 0; j < mb; j++) a->y[(size_t)(b + j) * a->y_stride + (size_t)r] = sv[j];
             }
         }
