@@ -208,8 +208,16 @@ static ALWAYS_INLINE __m256 q2_k_rows(const er_block_q2_k *w, const er_block_q8_
         const __m256i q = ld(w->qs + 32 * h), sh = half_scales(s16, h);
         for (int j = 0; j < 4; j++) {
             const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3), ps = pair_scales(sh, j);
+#if ER_X86_VNNI
+            /* u * scale per byte (<= 3 * 15: no carry crosses a byte of
+             * the 16-bit product), so VPDPBUSD alone multiplies, scales
+             * and accumulates: the same exact int32 sums */
+            const __m256i us = _mm256_mullo_epi16(u, ps);
+            for (int r = 0; r < mb; r++) acc[r] = _mm256_dpbusd_epi32(acc[r], us, ld(x[r]->qs + 128 * h + 32 * j));
+#else
             for (int r = 0; r < mb; r++)
                 acc[r] = madd_acc(acc[r], _mm256_maddubs_epi16(u, ld(x[r]->qs + 128 * h + 32 * j)), ps);
+#endif
         }
     }
     const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
