@@ -12,8 +12,11 @@
  *        set), less 4 Σ scale * bsum, which undoes the offset exactly.
  *  IQ4_XS: the grid by pshufb (signed, |v| <= 127: maddubs of |w| with x
  *        carrying w's sign), one signed 6-bit scale per 32.
- * matmul (m > 1) unpacks each weight super-block once for up to four
- * activation rows; decode (m = 1) takes the single-row dot.
+ * matmul (m > 1) unpacks each weight super-block once for a tile of
+ * activation rows (4 here, 8 in the avx512vnni build, which also takes
+ * VPDPWSSD for madd + add and, for Q2_K, VPDPBUSD alone); decode (m = 1)
+ * takes the single-row dot. This file is compiled twice (avx2.h's
+ * ER_X86_FN names), once per x86 table.
  */
 #include <string.h>
 
@@ -137,7 +140,7 @@ float ER_X86_FN(dot_iq4_xs)(int n, const void *w_row, const void *x_row) {
     return sum;
 }
 
-/* ---- matmul: one unpacked super-block meets up to four activation rows ---- */
+/* ---- matmul: one unpacked super-block meets a tile of activation rows ---- */
 
 /* Activation rows per tile: 8 where AVX-512VL's 32 ymm registers hold
  * their accumulators beside the unpacked weights, 4 in AVX2's 16. */
