@@ -12,9 +12,9 @@
  *        set), less 4 Σ scale * bsum, which undoes the offset exactly.
  *  IQ4_XS: the grid by pshufb (signed, |v| <= 127: maddubs of |w| with x
  *        carrying w's sign), one signed 6-bit scale per 32.
- * matmul (m > 1) unpacks each weight super-block once for a tile of
- * activation rows (4 here, 8 in the avx512vnni build, which also takes
- * VPDPWSSD for madd + add and, for Q2_K, VPDPBUSD alone); decode (m = 1)
+ * matmul (m > 1) unpacks each weight super-block once for a tile of 8
+ * activation rows (the avx512vnni build also takes VPDPWSSD for madd +
+ * add and, for Q2_K, VPDPBUSD alone); decode (m = 1)
  * takes the single-row dot. This file is compiled twice (avx2.h's
  * ER_X86_FN names), once per x86 table.
  */
@@ -142,29 +142,24 @@ float ER_X86_FN(dot_iq4_xs)(int n, const void *w_row, const void *x_row) {
 
 /* ---- matmul: one unpacked super-block meets a tile of activation rows ---- */
 
-/* Activation rows per tile: 8 where AVX-512VL's 32 ymm registers hold
- * their accumulators beside the unpacked weights, 4 in AVX2's 16. */
-#ifndef ER_QK23_MR
-#define ER_QK23_MR (ER_X86_VNNI ? 8 : 4)
-#endif
-enum { MR = ER_QK23_MR };
+/* Activation rows per tile: 8, one float tail of 8 lanes per weight
+ * super-block. AVX2's 16 ymm registers then spill some unpacked vectors,
+ * yet 8 measured 5-10% faster than 4 for Q3_K and IQ4_XS (Q2_K about the same) on
+ * Zen 4's AVX2 table; AVX-512VL's 32 registers hold the whole tile. */
+enum { MR = 8 };
 
-/* The int32 sums of acc[0..MR), in lanes 0..MR-1 (integer, so any order
- * gives the single-row dot's exact value): a tree of hadds where a
+/* The int32 sums of acc[0..8), in lanes 0..7 (integer, so any order gives
+ * the single-row dot's exact value): six hadds and a lane swap where a
  * reduction per row took seven instructions each. */
 static ALWAYS_INLINE __m256i hsum_tile(const __m256i acc[MR]) {
     const __m256i b0 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
-    if (MR == 4)
-        return _mm256_inserti128_si256(_mm256_setzero_si256(),
-                                       _mm_add_epi32(_mm256_castsi256_si128(b0), _mm256_extracti128_si256(b0, 1)), 0);
-    const __m256i b1 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4 % MR], acc[5 % MR]),
-                                         _mm256_hadd_epi32(acc[6 % MR], acc[7 % MR]));
+    const __m256i b1 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
 }
 
 /* er_kq_accum on a tile's rows (one weight super-block), statement for
  * statement: the same IEEE operations per lane give the same bits, and
- * none are fused (kq_x8_avx2.h's er_kq8_accum says why). Lanes past MR
+ * none are fused (kq_x8_avx2.h's er_kq8_accum says why). Lanes past mb
  * are never stored. */
 static ALWAYS_INLINE __m256 accum_tile(__m256 sum, float dw, float dmw, __m256 dx, __m256i isum, __m256i imin) {
     const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(dw), dx);
