@@ -17,9 +17,12 @@
  * bodies' only change, worth 8-25% from cache under gcc 12). The K-quants
  * keep their int16 sums widened by madd + add: VPDPWSSD in their place
  * measured no faster (Q6_K slower: a 4-cycle chain through 16 sub-blocks
- * where the add's is 1). Q4_0 alone has a layout of its own there, 16 rows
- * per record for 512-bit vectors (repack_avx2.c). ER_X86_FN names a
- * function of the variant being compiled.
+ * where the add's is 1). qk23_avx2.c (Q2_K, Q3_K, IQ4_XS) is built both
+ * ways too: its matmul's 8 activation rows per tile give VPDPWSSD 8
+ * independent chains, and Q2_K's code * scale fits a byte for VPDPBUSD.
+ * Q4_0 alone has a layout of its own there, 16 rows per record for
+ * 512-bit vectors (repack_avx2.c). ER_X86_FN names a function of the
+ * variant being compiled.
  */
 #ifndef ER_KERNELS_AVX2_H
 #define ER_KERNELS_AVX2_H
@@ -186,6 +189,13 @@ void er_avx512vnni_matmul_q4_1(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_0(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_1(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_nl(const er_matmul_args *a);
+/* qk23_avx2.c's VNNI build (the 16 further ymm registers hold a tile) */
+float er_avx512vnni_dot_q2_k(int n, const void *w_row, const void *x_row);
+float er_avx512vnni_dot_q3_k(int n, const void *w_row, const void *x_row);
+float er_avx512vnni_dot_iq4_xs(int n, const void *w_row, const void *x_row);
+void er_avx512vnni_matmul_q2_k(const er_matmul_args *a);
+void er_avx512vnni_matmul_q3_k(const er_matmul_args *a);
+void er_avx512vnni_matmul_iq4_xs(const er_matmul_args *a);
 
 void er_avx2_quantize_row_q8_0(const float *x, void *dst, int n);
 void er_avx2_quantize_row_q8_k(const float *x, void *dst, int n);

@@ -2,8 +2,9 @@
  * table_avx2.c — the "avx2" and "avx512vnni" kernel tables. Compiled for
  * baseline x86-64 (it only stores addresses), so merely linking the AVX2 or
  * VNNI library never executes an AVX instruction on a CPU without it. The
- * two differ only in the repacked integer matmuls and the row-wise dots of
- * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), and in Q4_0's
+ * two differ only in the repacked integer matmuls, the row-wise dots of
+ * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the Q2_K,
+ * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in Q4_0's
  * layout (8 rows per record, 16 for avx512vnni's 512-bit kernel:
  * x86/repack_avx2.c); every result is bit-identical between them (the same
  * exact integer sums, the same float order). rope (angles computed inside) stays generic: the
@@ -31,9 +32,9 @@
             [ER_W_Q5_0] = p##_dot_q5_0,                                                                            \
             [ER_W_Q5_1] = p##_dot_q5_1,                                                                            \
             [ER_W_IQ4_NL] = p##_dot_iq4_nl,                                                                        \
-            [ER_W_IQ4_XS] = er_avx2_dot_iq4_xs,                                                                        \
-            [ER_W_Q3_K] = er_avx2_dot_q3_k,                                                                            \
-            [ER_W_Q2_K] = er_avx2_dot_q2_k,                                                                            \
+            [ER_W_IQ4_XS] = p##_dot_iq4_xs,                                                                        \
+            [ER_W_Q3_K] = p##_dot_q3_k,                                                                            \
+            [ER_W_Q2_K] = p##_dot_q2_k,                                                                            \
         },                                                                                                            \
         .matmul = {                                                                                                   \
             [ER_W_F32] = er_avx2_matmul_f32,                                                                          \
@@ -48,9 +49,9 @@
             [ER_W_Q5_0] = p##_matmul_q5_0,                                                                         \
             [ER_W_Q5_1] = p##_matmul_q5_1,                                                                         \
             [ER_W_IQ4_NL] = p##_matmul_iq4_nl,                                                                     \
-            [ER_W_IQ4_XS] = er_avx2_matmul_iq4_xs,                                                                     \
-            [ER_W_Q3_K] = er_avx2_matmul_q3_k,                                                                         \
-            [ER_W_Q2_K] = er_avx2_matmul_q2_k,                                                                         \
+            [ER_W_IQ4_XS] = p##_matmul_iq4_xs,                                                                     \
+            [ER_W_Q3_K] = p##_matmul_q3_k,                                                                         \
+            [ER_W_Q2_K] = p##_matmul_q2_k,                                                                         \
         },                                                                                                            \
         .dequant_row = {                                                                                              \
             [ER_W_F32] = er_gen_dequant_f32,                                                                          \
