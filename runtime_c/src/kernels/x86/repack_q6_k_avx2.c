@@ -153,6 +153,11 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
              * stride, which the hardware prefetchers follow worse: from
              * memory it ran at ~21 GB/s where its from-cache rate is ~40. */
             const int8_t *xq = xb[0]->qs;
+#ifndef ER_PFD
+#define ER_PFD 16384
+#endif
+            if (ER_PFD)
+                for (int l = 0; l < (int)sizeof *w; l += 64) _mm_prefetch((const char *)w + ER_PFD + l, _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int b = 0; b < 4; b++) {
                 __m256i sv[4];

@@ -37,7 +37,7 @@
  */
 #include <string.h>
 
-#include "avx2.h"
+#include "kq_x8_avx2.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -86,6 +86,7 @@ static ALWAYS_INLINE void group_tile(const blk_q8_0x8 *wg, const unsigned char *
     for (int j = 0; j < mt; j++) acc[j] = _mm256_setzero_ps();
     for (int b = b0; b < b1; b++) {
         const blk_q8_0x8 *w = wg + b;
+        if (mt == 1) er_kq8_prefetch(w, sizeof *w);
         const int8_t *xq[MT];
         __m256i s[MT];
         for (int j = 0; j < mt; j++) {
