@@ -276,7 +276,9 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
          * Measured on this project's Zen 5 VM against the AVX2 body in the
          * same table (768 x 2048 from cache, min of 20-300, two runs):
          * prefill tiles (m = 64) Q4_K 139 -> 175 and Q5_K 98 -> 160
-         * GMAC/s, decode Q4_K unchanged (88), Q5_K 63 -> 72. */
+         * GMAC/s, decode Q4_K unchanged (88), Q5_K 63 -> 72. Rejected:
+         * decode with four VPDPBUSD chains (even and odd groups apart)
+         * instead of two, 2-5% slower; it is not bound by their latency. */
         (void)gs;
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
