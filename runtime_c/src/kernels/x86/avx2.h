@@ -20,8 +20,8 @@
  * where the add's is 1). qk23_avx2.c (Q2_K, Q3_K, IQ4_XS) is built both
  * ways too: its matmul's 8 activation rows per tile give VPDPWSSD 8
  * independent chains, and Q2_K's code * scale fits a byte for VPDPBUSD.
- * Q4_0 alone has a layout of its own there, 16 rows per record for
- * 512-bit vectors (repack_avx2.c). ER_X86_FN names a function of the
+ * Q4_0 and Q6_K have layouts of their own there, 16 rows per record for
+ * 512-bit vectors (repack_avx2.c, repack_q6_k_x16_avx512.c). ER_X86_FN names a function of the
  * variant being compiled.
  */
 #ifndef ER_KERNELS_AVX2_H

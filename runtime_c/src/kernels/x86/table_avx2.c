@@ -4,9 +4,9 @@
  * VNNI library never executes an AVX instruction on a CPU without it. The
  * two differ only in the repacked integer matmuls, the row-wise dots of
  * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the Q2_K,
- * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in Q4_0's
- * layout (8 rows per record, 16 for avx512vnni's 512-bit kernel:
- * x86/repack_avx2.c); every result is bit-identical between them (the same
+ * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in Q4_0's and Q6_K's
+ * layouts (8 rows per record, 16 for avx512vnni's 512-bit kernels:
+ * x86/repack_avx2.c, x86/repack_q6_k_x16_avx512.c); every result is bit-identical between them (the same
  * exact integer sums, the same float order). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  */
