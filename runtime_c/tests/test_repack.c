@@ -40,7 +40,7 @@ static void check_twin(const er_kernels *k, int wt, const uint8_t *w, size_t row
                        int n_out, int m, const uint8_t *x, size_t x_stride, float *y) {
     const er_kernels *twin = strcmp(k->name, "avx512vnni") == 0 ? er_kernels_select("avx2", NULL) : NULL;
     if (!twin) return;
-    CHECK(twin->repack[wt] == k->repack[wt] || wt == ER_W_Q4_0 || wt == ER_W_Q4_K || wt == ER_W_Q6_K,
+    CHECK(twin->repack[wt] == k->repack[wt] || wt == ER_W_Q4_0 || er_wtype_block_elems(wt) == ER_QK_K,
           "%s: layout of type %d differs from avx2's", k->name, wt);
     uint8_t *own = NULL;
     const uint8_t *tw = packed;

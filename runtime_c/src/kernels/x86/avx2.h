@@ -178,9 +178,11 @@ void er_avx512vnni_matmul_q6_kx8(const er_matmul_args *a);
 /* Q6_K's 16-row layout of the avx512vnni table (repack_q6_k_x16_avx512.c) */
 void er_avx512vnni_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q6_kx16(const er_matmul_args *a);
-/* Q4_K's 16-row layout of the avx512vnni table (repack_q4_k_x16_avx512.c) */
+/* Q4_K's and Q5_K's 16-row layouts of the avx512vnni table (repack_q4_k_q5_k_x16_avx512.c) */
 void er_avx512vnni_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q4_kx16(const er_matmul_args *a);
+void er_avx512vnni_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_matmul_q5_kx16(const er_matmul_args *a);
 void er_avx512vnni_matmul_q8_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_nlx8(const er_matmul_args *a);
