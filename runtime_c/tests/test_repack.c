@@ -32,8 +32,8 @@
 
 /* avx512vnni differs from avx2 only in the instructions of its repacked
  * matmuls (VPDPBUSD for Q4_0/Q8_0's exact block sums, AVX-512VL registers
- * for all) and in Q4_0's and Q6_K's layouts (16 rows per record for their
- * 512-bit kernels): its results must be avx2's bit for bit, float order included
+ * for all) and in the layouts of Q4_0 and the K-quants (16 rows per record
+ * for its 512-bit kernels): its results must be avx2's bit for bit, float order included
  * (x86/avx2.h). Where the layouts differ the twin gets the file rows w
  * (row_bytes apart) in its own. y: scratch for n_out * m. */
 static void check_twin(const er_kernels *k, int wt, const uint8_t *w, size_t row_bytes, const uint8_t *packed, int n,

@@ -89,8 +89,6 @@ _Static_assert(sizeof(blk_q5_kx8) == 8 * sizeof(er_block_q5_k), "Q5_Kx8 must tak
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-/* once, in the AVX2 build: the avx512vnni table shares the layouts */
-#if !ER_X86_VNNI
 
 /* Row r's d, dmin and re-encoded scales/mins (the Q4_K and Q5_K
  * super-blocks share these fields' meaning) into a record. */
@@ -151,7 +149,6 @@ void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in,
             }
         }
 }
-#endif
 
 /* ---- kernels ---------------------------------------------------------------- */
 
@@ -186,7 +183,7 @@ typedef struct act_kblk {
 } act_kblk;
 
 #define KB 64 /* activation super-blocks per stack slice (16384 elements) */
-#define MT 6  /* activation rows per tile (see group_tile; the VNNI body measured 3-5% slower at 8) */
+#define MT 6  /* activation rows per tile (see group_tile) */
 
 static ALWAYS_INLINE void prep(const unsigned char *x, size_t xs, int mt, int i0, int i1, act_kblk a[MT][KB]) {
     for (int j = 0; j < mt; j++) {
@@ -265,43 +262,6 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
             xb[j] = (const er_block_q8_k *)(const void *)(x + (size_t)j * xs) + i;
             isum[j] = _mm256_setzero_si256();
         }
-#if ER_X86_VNNI
-        /* VPDPBUSD sums a sub-block's 32 products per row in int32 (at most
-         * 32 * 31 * 127, exact), one instruction per group and activation
-         * row with the broadcast folded in, where AVX2 takes a broadcast, a
-         * maddubs and an int16 add, and a madd and int32 add per 4-8 groups;
-         * one VPMULLD by the scale per sub-block. Sub-blocks in pairs from
-         * the same loads: Q4_K's two nibbles of a chunk, Q5_K's k and 4 + k
-         * (the record read in address order, as the AVX2 decode does).
-         * Measured on this project's Zen 5 VM against the AVX2 body in the
-         * same table (768 x 2048 from cache, min of 20-300, two runs):
-         * prefill tiles (m = 64) Q4_K 139 -> 175 and Q5_K 98 -> 160
-         * GMAC/s, decode Q4_K unchanged (88), Q5_K 63 -> 72. Rejected:
-         * decode with four VPDPBUSD chains (even and odd groups apart)
-         * instead of two, 2-5% slower; it is not bound by their latency. */
-        (void)gs;
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            const int ja = q5 ? p : 2 * p, jb = q5 ? 4 + p : 2 * p + 1;
-            __m256i sa[MT], sb[MT];
-            for (int j = 0; j < mt; j++) sa[j] = sb[j] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int g = 0; g < 8; g++) {
-                const __m256i ua = unpack_k(rec, g, ja, q5), ub = unpack_k(rec, g, jb, q5);
-                for (int j = 0; j < mt; j++) {
-                    sa[j] = er_x86_dpbusd_bcast4(sa[j], ua, xb[j]->qs + 32 * ja + 4 * g);
-                    sb[j] = er_x86_dpbusd_bcast4(sb[j], ub, xb[j]->qs + 32 * jb + 4 * g);
-                }
-            }
-            /* the madd multiplier's int16 pair (s, s) as the int32 s (s <= 63) */
-            const __m256i lo16 = _mm256_set1_epi32(0xffff);
-            const __m256i sva = _mm256_and_si256(scale_of(sc0, sc1, ja), lo16);
-            const __m256i svb = _mm256_and_si256(scale_of(sc0, sc1, jb), lo16);
-            for (int j = 0; j < mt; j++)
-                isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(_mm256_mullo_epi32(sa[j], sva),
-                                                                     _mm256_mullo_epi32(sb[j], svb)));
-        }
-#else
         /* per chunk c and nibble half h (sub-block 2c + h): each activation
          * row's maddubs summed in int16, gs groups at a time, each sum
          * widened by a madd with the 8 rows' scales; unrolled, so that
@@ -367,7 +327,6 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
                 }
             }
         }
-#endif
         for (int j = 0; j < mt; j++)
             acc[j] = er_kq8_accum(acc[j], dw, dmw, xb[j]->d, isum[j], mins8(mn0, mn1, &a[j][i - i0]));
     }

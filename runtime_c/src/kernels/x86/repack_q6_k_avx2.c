@@ -52,8 +52,6 @@ _Static_assert(sizeof(blk_q6_kx8) == 8 * sizeof(er_block_q6_k), "Q6_Kx8 must tak
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-/* once, in the AVX2 build: the avx512vnni table shares the layouts */
-#if !ER_X86_VNNI
 
 /* A file super-block's 256 quants (0..63), in element order. */
 static void q6_quants(const er_block_q6_k *b, uint8_t q[ER_QK_K]) {
@@ -86,7 +84,6 @@ void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in,
                                 (uint8_t)(q[64 * v + 4 * t + k] | ((q[192 + 4 * t + k] >> (2 * v)) & 3) << 6);
             }
 }
-#endif
 
 /* ---- kernels ---------------------------------------------------------------- */
 

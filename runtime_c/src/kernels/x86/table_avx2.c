@@ -4,10 +4,11 @@
  * VNNI library never executes an AVX instruction on a CPU without it. The
  * two differ only in the repacked integer matmuls, the row-wise dots of
  * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the Q2_K,
- * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in Q4_0's and Q6_K's
- * layouts (8 rows per record, 16 for avx512vnni's 512-bit kernels:
- * x86/repack_avx2.c, x86/repack_q6_k_x16_avx512.c); every result is bit-identical between them (the same
- * exact integer sums, the same float order). rope (angles computed inside) stays generic: the
+ * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in the layouts of Q4_0,
+ * Q4_K, Q5_K and Q6_K (8 rows per record, 16 for avx512vnni's 512-bit
+ * kernels: x86/repack_avx2.c, x86/repack_q4_k_q5_k_x16_avx512.c,
+ * x86/repack_q6_k_x16_avx512.c); every result is bit-identical between
+ * them (the same exact integer sums, the same float order). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  */
 #include "avx2.h"
@@ -109,22 +110,11 @@
 static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, 8, er_avx2_repack_q4_k, er_avx2_matmul_q4_kx8, 8,
                                              er_avx2_repack_q5_k, er_avx2_matmul_q5_kx8, 8, er_avx2_matmul_q4_0x8, 8,
                                              er_avx2_repack_q6_k, er_avx2_matmul_q6_kx8);
-#if defined(__clang__)
-/* clang 14 keeps the Q4_K body's vector arrays in memory when built with
- * the AVX-512 flags (zeroing them through the stack every sub-block): 39
- * against avx2's 45 GB/s from cache, where gcc 12 gains (42 -> 46), so a
- * clang build keeps avx2's Q4_K matmul (the same results either way). */
-static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, 8, er_avx2_repack_q4_k, er_avx2_matmul_q4_kx8, 16,
-                                                    er_avx512vnni_repack_q5_k, er_avx512vnni_matmul_q5_kx16, 16,
-                                                    er_avx512vnni_matmul_q4_0x16, 16, er_avx512vnni_repack_q6_k,
-                                                    er_avx512vnni_matmul_q6_kx16);
-#else
 static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, 16, er_avx512vnni_repack_q4_k,
                                                     er_avx512vnni_matmul_q4_kx16, 16,
                                                     er_avx512vnni_repack_q5_k, er_avx512vnni_matmul_q5_kx16, 16,
                                                     er_avx512vnni_matmul_q4_0x16, 16, er_avx512vnni_repack_q6_k,
                                                     er_avx512vnni_matmul_q6_kx16);
-#endif
 
 const er_kernels *er_kernels_avx2(void) { return &k_avx2; }
 const er_kernels *er_kernels_avx512vnni(void) { return &k_avx512vnni; }
