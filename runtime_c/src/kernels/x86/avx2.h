@@ -13,16 +13,14 @@
  * "avx512vnni" table's er_avx512vnni_* functions: the same 256-bit kernels,
  * Q4_0's and Q8_0's int8 dot products taking VPDPBUSD (four u8 x s8
  * products summed into each int32 lane, exact, no int16 step), and every
- * body free to use the 16 further ymm registers of AVX-512VL (the K-quant
- * bodies' only change, worth 8-25% from cache under gcc 12). The K-quants
- * keep their int16 sums widened by madd + add: VPDPWSSD in their place
- * measured no faster (Q6_K slower: a 4-cycle chain through 16 sub-blocks
- * where the add's is 1). qk23_avx2.c (Q2_K, Q3_K, IQ4_XS) is built both
- * ways too: its matmul's 8 activation rows per tile give VPDPWSSD 8
- * independent chains, and Q2_K's code * scale fits a byte for VPDPBUSD.
- * Q4_0 alone has a layout of its own there, 16 rows per record for
- * 512-bit vectors (repack_avx2.c). ER_X86_FN names a function of the
- * variant being compiled.
+ * body free to use the 16 further ymm registers of AVX-512VL.
+ * qk23_avx2.c (Q2_K, Q3_K, IQ4_XS) is built both ways too: its matmul's 8
+ * activation rows per tile give VPDPWSSD 8 independent chains, and Q2_K's
+ * code * scale fits a byte for VPDPBUSD. Q4_0, Q4_K, Q5_K and Q6_K have
+ * layouts of their own there, 16 rows per record for 512-bit vectors
+ * (repack_avx2.c; repack_q4_k_q5_k_x16_avx512.c and
+ * repack_q6_k_x16_avx512.c, built only for that table). ER_X86_FN names a
+ * function of the variant being compiled.
  */
 #ifndef ER_KERNELS_AVX2_H
 #define ER_KERNELS_AVX2_H
@@ -172,9 +170,14 @@ void er_avx2_matmul_q5_1x8(const er_matmul_args *a);
 /* the same repacked kernels built with AVX-512 VL/BW/VNNI (ER_X86_VNNI builds) */
 void er_avx512vnni_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q4_0x16(const er_matmul_args *a);
-void er_avx512vnni_matmul_q4_kx8(const er_matmul_args *a);
-void er_avx512vnni_matmul_q5_kx8(const er_matmul_args *a);
-void er_avx512vnni_matmul_q6_kx8(const er_matmul_args *a);
+/* Q6_K's 16-row layout of the avx512vnni table (repack_q6_k_x16_avx512.c) */
+void er_avx512vnni_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_matmul_q6_kx16(const er_matmul_args *a);
+/* Q4_K's and Q5_K's 16-row layouts of the avx512vnni table (repack_q4_k_q5_k_x16_avx512.c) */
+void er_avx512vnni_repack_q4_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_matmul_q4_kx16(const er_matmul_args *a);
+void er_avx512vnni_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_matmul_q5_kx16(const er_matmul_args *a);
 void er_avx512vnni_matmul_q8_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_nlx8(const er_matmul_args *a);

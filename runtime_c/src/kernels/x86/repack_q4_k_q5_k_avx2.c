@@ -89,8 +89,6 @@ _Static_assert(sizeof(blk_q5_kx8) == 8 * sizeof(er_block_q5_k), "Q5_Kx8 must tak
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-/* once, in the AVX2 build: the avx512vnni table shares the layouts */
-#if !ER_X86_VNNI
 
 /* Row r's d, dmin and re-encoded scales/mins (the Q4_K and Q5_K
  * super-blocks share these fields' meaning) into a record. */
@@ -151,7 +149,6 @@ void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in,
             }
         }
 }
-#endif
 
 /* ---- kernels ---------------------------------------------------------------- */
 
@@ -248,12 +245,13 @@ static ALWAYS_INLINE __m256i scale_of(__m256i sc0, __m256i sc1, const int j) {
  * at wg + i * rec bytes is a blk_q4_kx8, or a blk_q5_kx8 when q5. */
 static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, size_t xs, const int mt, int i0,
                                      int i1, act_kblk a[MT][KB], __m256 acc[MT], const int q5) {
-    const size_t rec = q5 ? sizeof(blk_q5_kx8) : sizeof(blk_q4_kx8);
+    const size_t rec_bytes = q5 ? sizeof(blk_q5_kx8) : sizeof(blk_q4_kx8);
     /* groups per int16 sum: 8 maddubs of 4-bit quants fit int16, of 5-bit 4 */
     const int gs = q5 ? 4 : 8;
     for (int i = i0; i < i1; i++) {
-        const kx8_scales *w = (const kx8_scales *)(const void *)(wg + (size_t)i * rec);
+        const kx8_scales *w = (const kx8_scales *)(const void *)(wg + (size_t)i * rec_bytes);
         const uint8_t *rec = (const uint8_t *)(const void *)w;
+        if (mt == 1) er_kq8_prefetch(rec, rec_bytes);
         __m256i sc0, sc1, mn0, mn1;
         scales8(w, &sc0, &sc1, &mn0, &mn1);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)w->d));

@@ -52,8 +52,6 @@ _Static_assert(sizeof(blk_q6_kx8) == 8 * sizeof(er_block_q6_k), "Q6_Kx8 must tak
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-/* once, in the AVX2 build: the avx512vnni table shares the layouts */
-#if !ER_X86_VNNI
 
 /* A file super-block's 256 quants (0..63), in element order. */
 static void q6_quants(const er_block_q6_k *b, uint8_t q[ER_QK_K]) {
@@ -86,7 +84,6 @@ void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in,
                                 (uint8_t)(q[64 * v + 4 * t + k] | ((q[192 + 4 * t + k] >> (2 * v)) & 3) << 6);
             }
 }
-#endif
 
 /* ---- kernels ---------------------------------------------------------------- */
 
@@ -153,6 +150,11 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
              * stride, which the hardware prefetchers follow worse: from
              * memory it ran at ~21 GB/s where its from-cache rate is ~40. */
             const int8_t *xq = xb[0]->qs;
+#ifndef ER_PFD
+#define ER_PFD 16384
+#endif
+            if (ER_PFD)
+                for (int l = 0; l < (int)sizeof *w; l += 64) _mm_prefetch((const char *)w + ER_PFD + l, _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int b = 0; b < 4; b++) {
                 __m256i sv[4];

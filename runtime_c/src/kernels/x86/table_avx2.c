@@ -4,18 +4,23 @@
  * VNNI library never executes an AVX instruction on a CPU without it. The
  * two differ only in the repacked integer matmuls, the row-wise dots of
  * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the Q2_K,
- * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in Q4_0's
- * layout (8 rows per record, 16 for avx512vnni's 512-bit kernel:
- * x86/repack_avx2.c); every result is bit-identical between them (the same
- * exact integer sums, the same float order). rope (angles computed inside) stays generic: the
+ * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in the layouts of Q4_0,
+ * Q4_K, Q5_K and Q6_K (8 rows per record, 16 for avx512vnni's 512-bit
+ * kernels: x86/repack_avx2.c, x86/repack_q4_k_q5_k_x16_avx512.c,
+ * x86/repack_q6_k_x16_avx512.c); every result is bit-identical between
+ * them (the same exact integer sums, the same float order). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  */
 #include "avx2.h"
 #include "../generic/generic.h"
 
-/* p: the repacked integer matmuls' prefix; q4k: the repacked Q4_K matmul;
- * q40_rows, q40: Q4_0's rows per layout record and its repacked matmul */
-#define AVX2_TABLE(tname, p, q4k, q40_rows, q40)                                                                      \
+/* p: the repacked integer matmuls' prefix; q4k_rows, q4k_repack, q4k: Q4_K's
+ * rows per record, repacking and repacked matmul (q5k_*: Q5_K's);
+ * q40_rows, q40: Q4_0's rows per layout record and its repacked matmul;
+ * q6: Q6_K's rows per record, repacking and repacked matmul (8 for avx2,
+ * 16 for avx512vnni: x86/repack_q6_k_x16_avx512.c) */
+#define AVX2_TABLE(tname, p, q4k_rows, q4k_repack, q4k, q5k_rows, q5k_repack, q5k, q40_rows, q40, q6_rows, q6_repack, \
+                   q6)                                                                      \
     {                                                                                                                 \
         .name = tname,                                                                                                \
         .act_kind = ER_ACT_KINDS,                                                                                     \
@@ -88,32 +93,28 @@
         .f32_to_f16 = er_avx2_f32_to_f16,                                                                             \
         .f16_to_f32 = er_avx2_f16_to_f32,                                                                             \
         /* 8-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
-        .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = 8, [ER_W_Q5_K] = 8, [ER_W_Q6_K] = 8,   \
-                        [ER_W_Q5_0] = 8, [ER_W_IQ4_NL] = 8, [ER_W_Q4_1] = 8, [ER_W_Q5_1] = 8},                        \
+        .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = q4k_rows, [ER_W_Q5_K] = q5k_rows,                   \
+                        [ER_W_Q5_0] = 8, [ER_W_IQ4_NL] = 8, [ER_W_Q4_1] = 8, [ER_W_Q5_1] = 8, [ER_W_Q6_K] = q6_rows},  \
         .repack = {[ER_W_Q8_0] = er_avx2_repack_q8_0, [ER_W_Q4_0] = p##_repack_q4_0,                                  \
-                   [ER_W_Q4_K] = er_avx2_repack_q4_k, [ER_W_Q5_K] = er_avx2_repack_q5_k,                              \
-                   [ER_W_Q6_K] = er_avx2_repack_q6_k, [ER_W_Q5_0] = er_avx2_repack_q5_0,                              \
+                   [ER_W_Q4_K] = q4k_repack, [ER_W_Q5_K] = q5k_repack,                              \
+                   [ER_W_Q6_K] = q6_repack, [ER_W_Q5_0] = er_avx2_repack_q5_0,                              \
                    [ER_W_IQ4_NL] = er_avx2_repack_iq4_nl, [ER_W_Q4_1] = er_avx2_repack_q4_1,                          \
                    [ER_W_Q5_1] = er_avx2_repack_q5_1},                                                                \
         .matmul_repacked = {[ER_W_Q8_0] = p##_matmul_q8_0x8, [ER_W_Q4_0] = q40,                                       \
-                            [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = p##_matmul_q5_kx8,                                       \
-                            [ER_W_Q6_K] = p##_matmul_q6_kx8, [ER_W_Q5_0] = p##_matmul_q5_0x8,                         \
+                            [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = q5k,                                       \
+                            [ER_W_Q6_K] = q6, [ER_W_Q5_0] = p##_matmul_q5_0x8,                         \
                             [ER_W_IQ4_NL] = p##_matmul_iq4_nlx8, [ER_W_Q4_1] = p##_matmul_q4_1x8,                     \
                             [ER_W_Q5_1] = p##_matmul_q5_1x8},                                                         \
     }
 
-static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, er_avx2_matmul_q4_kx8, 8, er_avx2_matmul_q4_0x8);
-#if defined(__clang__)
-/* clang 14 keeps the Q4_K body's vector arrays in memory when built with
- * the AVX-512 flags (zeroing them through the stack every sub-block): 39
- * against avx2's 45 GB/s from cache, where gcc 12 gains (42 -> 46), so a
- * clang build keeps avx2's Q4_K matmul (the same results either way). */
-static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, er_avx2_matmul_q4_kx8, 16,
-                                                    er_avx512vnni_matmul_q4_0x16);
-#else
-static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, er_avx512vnni_matmul_q4_kx8, 16,
-                                                    er_avx512vnni_matmul_q4_0x16);
-#endif
+static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, 8, er_avx2_repack_q4_k, er_avx2_matmul_q4_kx8, 8,
+                                             er_avx2_repack_q5_k, er_avx2_matmul_q5_kx8, 8, er_avx2_matmul_q4_0x8, 8,
+                                             er_avx2_repack_q6_k, er_avx2_matmul_q6_kx8);
+static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, 16, er_avx512vnni_repack_q4_k,
+                                                    er_avx512vnni_matmul_q4_kx16, 16,
+                                                    er_avx512vnni_repack_q5_k, er_avx512vnni_matmul_q5_kx16, 16,
+                                                    er_avx512vnni_matmul_q4_0x16, 16, er_avx512vnni_repack_q6_k,
+                                                    er_avx512vnni_matmul_q6_kx16);
 
 const er_kernels *er_kernels_avx2(void) { return &k_avx2; }
 const er_kernels *er_kernels_avx512vnni(void) { return &k_avx512vnni; }
