@@ -72,8 +72,22 @@ _Static_assert(sizeof(blk_iq4_xsx8) == 8 * sizeof(er_block_iq4_xs), "IQ4_XSx8 mu
 /* once, in the AVX2 build: the avx512vnni table shares the layouts */
 #if !ER_X86_VNNI
 
-/* element e's two low bits (Q2_K, Q3_K) */
-static int low2(const uint8_t qs[64], int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; }
+/* A file block's 256 two-bit codes (Q2_K, Q3_K) in element order. */
+static void low2_codes(const uint8_t qs[64], uint8_t q[ER_QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) q[128 * h + 32 * j + l] = (uint8_t)((qs[32 * h + l] >> (2 * j)) & 3);
+}
+
+/* Codes q (element order, 2 bits) into 16 vectors of 32 bytes: byte 4r + k
+ * of vector t holds element 16t + 4g + k in bits 2g. */
+static void pack_low2(const uint8_t q[ER_QK_K], int r, uint8_t *out, size_t vec_stride) {
+    for (int t = 0; t < 16; t++)
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *e = q + 16 * t + k;
+            out[(size_t)t * vec_stride + (size_t)(4 * r + k)] = (uint8_t)(e[0] | e[4] << 2 | e[8] << 4 | e[12] << 6);
+        }
+}
 
 static const void *src_block(const void *src, size_t row_bytes, int row, size_t bs, int i) {
     return (const uint8_t *)src + (size_t)row * row_bytes + (size_t)i * bs;
@@ -82,37 +96,46 @@ static const void *src_block(const void *src, size_t row_bytes, int row, size_t 
 void er_avx2_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     const int nb = n_in / ER_QK_K;
     blk_q3_kx8 *out = dst;
+    uint8_t q[ER_QK_K];
     for (int g8 = 0; g8 < n_out / 8; g8++)
-        for (int i = 0; i < nb; i++, out++) {
-            memset(out, 0, sizeof *out);
+        for (int i = 0; i < nb; i++, out++)
             for (int r = 0; r < 8; r++) {
                 const er_block_q3_k *in = src_block(src, row_bytes, 8 * g8 + r, sizeof *in, i);
                 memcpy(&out->d[r], &in->d, sizeof in->d);
                 for (int k = 0; k < 3; k++) memcpy(&out->sc[k][r], in->scales + 4 * k, 4);
-                for (int e = 0; e < ER_QK_K; e++) {
-                    const int t = e / 16, g = e % 16 / 4, k = e % 4;
-                    out->p[t / 2].l[t % 2][4 * r + k] |= (uint8_t)(low2(in->qs, e) << (2 * g));
-                    out->p[t / 2].h[4 * r + k] |= (uint8_t)(((in->hmask[e % 32] >> (e / 32)) & 1) << (4 * (t % 2) + g));
-                }
+                low2_codes(in->qs, q);
+                for (int t = 0; t < 16; t++)
+                    for (int k = 0; k < 4; k++) {
+                        const uint8_t *e = q + 16 * t + k;
+                        out->p[t / 2].l[t % 2][4 * r + k] = (uint8_t)(e[0] | e[4] << 2 | e[8] << 4 | e[12] << 6);
+                    }
+                /* hmask bit of element e: bit e / 32 of hmask[e % 32] */
+                for (int p = 0; p < 8; p++)
+                    for (int k = 0; k < 4; k++) {
+                        uint8_t hb = 0;
+                        for (int b = 0; b < 8; b++) {
+                            const int e = 32 * p + 16 * (b / 4) + 4 * (b % 4) + k;
+                            hb |= (uint8_t)(((in->hmask[e % 32] >> (e / 32)) & 1) << b);
+                        }
+                        out->p[p].h[4 * r + k] = hb;
+                    }
             }
-        }
 }
 
 void er_avx2_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     const int nb = n_in / ER_QK_K;
     blk_q2_kx8 *out = dst;
+    uint8_t q[ER_QK_K];
     for (int g8 = 0; g8 < n_out / 8; g8++)
-        for (int i = 0; i < nb; i++, out++) {
-            memset(out, 0, sizeof *out);
+        for (int i = 0; i < nb; i++, out++)
             for (int r = 0; r < 8; r++) {
                 const er_block_q2_k *in = src_block(src, row_bytes, 8 * g8 + r, sizeof *in, i);
                 memcpy(&out->d[r], &in->d, sizeof in->d);
                 memcpy(&out->dmin[r], &in->dmin, sizeof in->dmin);
                 for (int t = 0; t < 16; t++) out->sc[t / 2][2 * r + t % 2] = in->scales[t];
-                for (int e = 0; e < ER_QK_K; e++)
-                    out->q[e / 16][4 * r + e % 4] |= (uint8_t)(low2(in->qs, e) << (2 * (e % 16 / 4)));
+                low2_codes(in->qs, q);
+                pack_low2(q, r, &out->q[0][0], 32);
             }
-        }
 }
 
 void er_avx2_repack_iq4_xs(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
@@ -363,9 +386,167 @@ static ALWAYS_INLINE void iq4_group(const blk_iq4_xsx8 *wg, int nb, const unsign
     }
 }
 
-/* ---- the matmuls ---- */
-
 enum { KQ3, KQ2, IQ4XS };
+
+#if ER_X86_VNNI
+/* ---- decode, two row groups per 512-bit vector (VNNI build) ----
+ * One activation row against groups g and g + 1: each vector joins the
+ * two records' 32-byte halves (rows 0-7 low, rows 8-15 high), so every
+ * unpacking step, VPDPBUSD and scale multiply covers 16 rows: half the
+ * instructions per weight byte of the 8-row path, which at m = 1 runs
+ * below the memory's read rate. The integer steps are the 8-row path's,
+ * lane by lane; each half's float tail is kq_x8_avx2.h's, so the bits are
+ * the same. */
+
+static ALWAYS_INLINE __m512i ld2(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(ld(a)), ld(b), 1);
+}
+
+/* Software prefetch of what the pair will read PF records on, in each of
+ * its two streams: past the end of a group, the next pair's same group
+ * (two groups on). Without it, from memory, the two interleaved streams
+ * ran at ~7 GB/s where one 8-row stream ran at ~20: the hardware
+ * prefetchers did not follow them. */
+enum { PF = 4 };
+static ALWAYS_INLINE void prefetch2(const unsigned char *a, const unsigned char *b, int i, int nb, size_t rec) {
+    const int j = i + PF;
+    const size_t o = j < nb ? (size_t)j * rec : 2 * (size_t)nb * rec + (size_t)(j - nb) * rec;
+    for (size_t c = 0; c < rec; c += 64) {
+        _mm_prefetch((const char *)(a + o + c), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + o + c), _MM_HINT_T0);
+    }
+}
+
+static ALWAYS_INLINE void tail2(__m256 acc[2], const er_f16 *d0, const er_f16 *d1, const er_f16 *m0,
+                                const er_f16 *m1, float dx, __m512i isum, __m512i imin) {
+    const __m256 z = _mm256_setzero_ps();
+    const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d0));
+    const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d1));
+    const __m256 dm0 = m0 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)m0)) : z;
+    const __m256 dm1 = m1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)m1)) : z;
+    acc[0] = er_kq8_accum(acc[0], dw0, dm0, dx, _mm512_castsi512_si256(isum), _mm512_castsi512_si256(imin));
+    acc[1] = er_kq8_accum(acc[1], dw1, dm1, dx, _mm512_extracti64x4_epi64(isum, 1), _mm512_extracti64x4_epi64(imin, 1));
+}
+
+static void q3_pair(const blk_q3_kx8 *wa, const blk_q3_kx8 *wb, int nb, const er_block_q8_k *x, __m256 acc[2]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03), k32 = _mm512_set1_epi8(32);
+    const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    for (int i = 0; i < nb; i++) {
+        const blk_q3_kx8 *a = wa + i, *b = wb + i;
+        const er_block_q8_k *xb = x + i;
+        prefetch2((const unsigned char *)wa, (const unsigned char *)wb, i, nb, sizeof *a);
+        int32_t off[16];
+        q3_offsets(xb, off);
+        const __m512i a0 = ld2(a->sc[0], b->sc[0]), a1 = ld2(a->sc[1], b->sc[1]), a2 = ld2(a->sc[2], b->sc[2]);
+        __m512i o[4];
+        o[0] = _mm512_or_si512(_mm512_and_si512(a0, m4), _mm512_slli_epi32(_mm512_and_si512(a2, m2), 4));
+        o[1] = _mm512_or_si512(_mm512_and_si512(a1, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 2), m2), 4));
+        o[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a0, 4), m4),
+                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 4), m2), 4));
+        o[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a1, 4), m4),
+                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 6), m2), 4));
+        for (int c = 0; c < 4; c++) o[c] = _mm512_sub_epi8(o[c], k32);
+        __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++) {
+            const __m512i h = ld2(a->p[p].h, b->p[p].h);
+#pragma GCC unroll 2
+            for (int s = 0; s < 2; s++) {
+                const int t = 2 * p + s;
+                const __m512i l = ld2(a->p[p].l[s], b->p[p].l[s]);
+                __m512i acc_t = _mm512_set1_epi32(off[t]);
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) {
+                    const int bit = 4 * s + g;
+                    const __m512i hs = bit >= 2 ? _mm512_srli_epi16(h, (unsigned)(bit - 2)) : _mm512_slli_epi16(h, (unsigned)(2 - bit));
+                    const __m512i lo = g ? _mm512_srli_epi16(l, (unsigned)(2 * g)) : l;
+                    /* (lo & 3) | (hs & 4) */
+                    const __m512i u = _mm512_ternarylogic_epi32(lo, m3, _mm512_and_si512(hs, four), 0xEA);
+                    acc_t = er_x86_dpbusd512_bcast4(acc_t, u, xb->qs + 16 * t + 4 * g);
+                }
+                const __m512i sv = _mm512_srai_epi32(_mm512_slli_epi32(o[t / 4], (unsigned)(24 - 8 * (t % 4))), 24);
+                isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(acc_t, sv));
+            }
+        }
+        tail2(acc, a->d, b->d, NULL, NULL, xb->d, isum, _mm512_setzero_si512());
+    }
+}
+
+static void q2_pair(const blk_q2_kx8 *wa, const blk_q2_kx8 *wb, int nb, const er_block_q8_k *x, __m256 acc[2]) {
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi16(0x0f), lo16 = _mm512_set1_epi32(0xffff);
+    for (int i = 0; i < nb; i++) {
+        const blk_q2_kx8 *a = wa + i, *b = wb + i;
+        const er_block_q8_k *xb = x + i;
+        prefetch2((const unsigned char *)wa, (const unsigned char *)wb, i, nb, sizeof *a);
+        __m512i isum = _mm512_setzero_si512(), imin = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++) {
+            const __m512i v = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)a->sc[p])),
+                _mm_loadu_si128((const __m128i *)(const void *)b->sc[p]), 1));
+            const __m512i sc = _mm512_and_si512(v, m4);
+            int32_t bs;
+            memcpy(&bs, xb->bsums + 2 * p, sizeof bs);
+            imin = _mm512_add_epi32(imin, _mm512_madd_epi16(_mm512_srli_epi16(v, 4), _mm512_set1_epi32(bs)));
+#pragma GCC unroll 2
+            for (int s = 0; s < 2; s++) {
+                const int t = 2 * p + s;
+                const __m512i q = ld2(a->q[t], b->q[t]);
+                __m512i acc_t = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++)
+                    acc_t = er_x86_dpbusd512_bcast4(acc_t, _mm512_and_si512(g ? _mm512_srli_epi16(q, (unsigned)(2 * g)) : q, m3),
+                                                    xb->qs + 16 * t + 4 * g);
+                const __m512i sv = s ? _mm512_srli_epi32(sc, 16) : _mm512_and_si512(sc, lo16);
+                isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(acc_t, sv));
+            }
+        }
+        tail2(acc, a->d, b->d, a->dmin, b->dmin, xb->d, isum, imin);
+    }
+}
+
+static void iq4_pair(const blk_iq4_xsx8 *wa, const blk_iq4_xsx8 *wb, int nb, const er_block_q8_k *x, __m256 acc[2]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i grid = _mm512_broadcast_i32x4(_mm_xor_si128(
+        _mm_loadu_si128((const __m128i *)(const void *)er_iq4nl_values), _mm_set1_epi8((char)0x80)));
+    for (int i = 0; i < nb; i++) {
+        const blk_iq4_xsx8 *a = wa + i, *b = wb + i;
+        const er_block_q8_k *xb = x + i;
+        prefetch2((const unsigned char *)wa, (const unsigned char *)wb, i, nb, sizeof *a);
+        const __m512i sl = ld2(a->sl, b->sl);
+        const __m512i sh = _mm512_cvtepu16_epi32(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)a->sh)),
+            _mm_loadu_si128((const __m128i *)(const void *)b->sh), 1));
+        __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int sb = 0; sb < 8; sb++) {
+            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, (unsigned)(4 * sb)), _mm512_set1_epi32(0x0f));
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(sh, (unsigned)(2 * sb)), _mm512_set1_epi32(0x03));
+            const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+            const int8_t *xq = xb->qs + 32 * sb;
+            __m512i acc_t = _mm512_set1_epi32(-128 * ((int32_t)xb->bsums[2 * sb] + xb->bsums[2 * sb + 1]));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m512i q = ld2(a->q[sb][k], b->q[sb][k]);
+                acc_t = er_x86_dpbusd512_bcast4(acc_t, _mm512_shuffle_epi8(grid, _mm512_and_si512(q, m4)), xq + 4 * k);
+                acc_t = er_x86_dpbusd512_bcast4(acc_t, _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)),
+                                                xq + 16 + 4 * k);
+            }
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(acc_t, ls));
+        }
+        tail2(acc, a->d, b->d, NULL, NULL, xb->d, isum, _mm512_setzero_si512());
+    }
+}
+
+static ALWAYS_INLINE void pair_t(const void *wa, const void *wb, int nb, const er_block_q8_k *x, __m256 acc[2],
+                                 const int t) {
+    if (t == KQ3) q3_pair(wa, wb, nb, x, acc);
+    else if (t == KQ2) q2_pair(wa, wb, nb, x, acc);
+    else iq4_pair(wa, wb, nb, x, acc);
+}
+#endif
+
+/* ---- the matmuls ---- */
 
 static ALWAYS_INLINE void group_t(const void *wg, int nb, const unsigned char *x, size_t xs, const int mt,
                                   __m256 acc[MT], const int t) {
@@ -377,7 +558,7 @@ static ALWAYS_INLINE void group_t(const void *wg, int nb, const unsigned char *x
 /* a->w: the repacked matrix; rows [r0, r1) with r0 and r1 - r0 multiples of
  * 8 (forward.c chunks so). Row groups of about 64 KiB are read once from
  * memory and from L2 for every further tile of activation rows. */
-static ALWAYS_INLINE void matmul_x8(const er_matmul_args *a, const size_t rec, const int t) {
+static ALWAYS_INLINE void matmul_x8_256(const er_matmul_args *a, const size_t rec, const int t) {
     const int nb = a->n / ER_QK_K;
     const size_t group_bytes = (size_t)nb * rec;
     const int chunk = er_kq8_row_chunk(group_bytes);
@@ -409,6 +590,29 @@ static ALWAYS_INLINE void matmul_x8(const er_matmul_args *a, const size_t rec, c
             }
         }
     }
+}
+
+static ALWAYS_INLINE void matmul_x8(const er_matmul_args *a, const size_t rec, const int t) {
+#if ER_X86_VNNI
+    if (a->m == 1) {
+        const int nb = a->n / ER_QK_K;
+        const size_t group_bytes = (size_t)nb * rec;
+        int r = a->r0;
+        for (; r + 16 <= a->r1; r += 16) {
+            const unsigned char *wg = (const unsigned char *)a->w + (size_t)(r / 8) * group_bytes;
+            __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+            pair_t(wg, wg + group_bytes, nb, a->x, acc, t);
+            _mm256_storeu_ps(a->y + r, acc[0]);
+            _mm256_storeu_ps(a->y + r + 8, acc[1]);
+        }
+        if (r == a->r1) return;
+        er_matmul_args rest = *a;
+        rest.r0 = r;
+        matmul_x8_256(&rest, rec, t);
+        return;
+    }
+#endif
+    matmul_x8_256(a, rec, t);
 }
 
 void ER_X86_FN(matmul_q3_kx8)(const er_matmul_args *a) { matmul_x8(a, sizeof(blk_q3_kx8), KQ3); }
