@@ -169,13 +169,13 @@ void er_avx2_matmul_q5_0x8(const er_matmul_args *a);
 void er_avx2_matmul_iq4_nlx8(const er_matmul_args *a);
 void er_avx2_matmul_q4_1x8(const er_matmul_args *a);
 void er_avx2_matmul_q5_1x8(const er_matmul_args *a);
-/* Q3_K, Q2_K and IQ4_XS in 8-row records (repack_qk23_avx2.c) */
+/* Q3_K, Q2_K and IQ4_XS in 16-row records (repack_qk23_avx2.c) */
 void er_avx2_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx2_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx2_repack_iq4_xs(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
-void er_avx2_matmul_q3_kx8(const er_matmul_args *a);
-void er_avx2_matmul_q2_kx8(const er_matmul_args *a);
-void er_avx2_matmul_iq4_xsx8(const er_matmul_args *a);
+void er_avx2_matmul_q3_kx16(const er_matmul_args *a);
+void er_avx2_matmul_q2_kx16(const er_matmul_args *a);
+void er_avx2_matmul_iq4_xsx16(const er_matmul_args *a);
 /* the same repacked kernels built with AVX-512 VL/BW/VNNI (ER_X86_VNNI builds) */
 void er_avx512vnni_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q4_0x16(const er_matmul_args *a);
@@ -187,9 +187,9 @@ void er_avx512vnni_matmul_q5_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_nlx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q4_1x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_1x8(const er_matmul_args *a);
-void er_avx512vnni_matmul_q3_kx8(const er_matmul_args *a);
-void er_avx512vnni_matmul_q2_kx8(const er_matmul_args *a);
-void er_avx512vnni_matmul_iq4_xsx8(const er_matmul_args *a);
+void er_avx512vnni_matmul_q3_kx16(const er_matmul_args *a);
+void er_avx512vnni_matmul_q2_kx16(const er_matmul_args *a);
+void er_avx512vnni_matmul_iq4_xsx16(const er_matmul_args *a);
 /* q32_avx2.c's VNNI build */
 float er_avx512vnni_dot_q4_1(int n, const void *w_row, const void *x_row);
 float er_avx512vnni_dot_q5_0(int n, const void *w_row, const void *x_row);

@@ -90,7 +90,7 @@
         /* 8-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
         .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = 8, [ER_W_Q5_K] = 8, [ER_W_Q6_K] = 8,   \
                         [ER_W_Q5_0] = 8, [ER_W_IQ4_NL] = 8, [ER_W_Q4_1] = 8, [ER_W_Q5_1] = 8,                         \
-                        [ER_W_Q3_K] = 8, [ER_W_Q2_K] = 8, [ER_W_IQ4_XS] = 8},                                         \
+                        [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},                                         \
         .repack = {[ER_W_Q8_0] = er_avx2_repack_q8_0, [ER_W_Q4_0] = p##_repack_q4_0,                                  \
                    [ER_W_Q4_K] = er_avx2_repack_q4_k, [ER_W_Q5_K] = er_avx2_repack_q5_k,                              \
                    [ER_W_Q6_K] = er_avx2_repack_q6_k, [ER_W_Q5_0] = er_avx2_repack_q5_0,                              \
@@ -101,8 +101,8 @@
                             [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = p##_matmul_q5_kx8,                                       \
                             [ER_W_Q6_K] = p##_matmul_q6_kx8, [ER_W_Q5_0] = p##_matmul_q5_0x8,                         \
                             [ER_W_IQ4_NL] = p##_matmul_iq4_nlx8, [ER_W_Q4_1] = p##_matmul_q4_1x8,                     \
-                            [ER_W_Q5_1] = p##_matmul_q5_1x8, [ER_W_Q3_K] = p##_matmul_q3_kx8,                         \
-                            [ER_W_Q2_K] = p##_matmul_q2_kx8, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx8},                    \
+                            [ER_W_Q5_1] = p##_matmul_q5_1x8, [ER_W_Q3_K] = p##_matmul_q3_kx16,                         \
+                            [ER_W_Q2_K] = p##_matmul_q2_kx16, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx16},                    \
     }
 
 static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, er_avx2_matmul_q4_kx8, 8, er_avx2_matmul_q4_0x8);
