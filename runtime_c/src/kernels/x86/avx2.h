@@ -19,10 +19,11 @@
  * measured no faster (Q6_K slower: a 4-cycle chain through 16 sub-blocks
  * where the add's is 1). qk23_avx2.c (Q2_K, Q3_K, IQ4_XS) is built both
  * ways too: its matmul's 8 activation rows per tile give VPDPWSSD 8
- * independent chains, and Q2_K's code * scale fits a byte for VPDPBUSD.
- * Q4_0 alone has a layout of its own there, 16 rows per record for
- * 512-bit vectors (repack_avx2.c). ER_X86_FN names a function of the
- * variant being compiled.
+ * independent chains, and Q2_K's code * scale fits a byte for VPDPBUSD;
+ * their repacked kernels (repack_qk23_avx2.c) take 512-bit vectors there,
+ * on a 16-row layout both tables share. Q4_0 alone has a layout of its own
+ * there, 16 rows per record for 512-bit vectors (repack_avx2.c).
+ * ER_X86_FN names a function of the variant being compiled.
  */
 #ifndef ER_KERNELS_AVX2_H
 #define ER_KERNELS_AVX2_H

@@ -4,7 +4,8 @@
  * VNNI library never executes an AVX instruction on a CPU without it. The
  * two differ only in the repacked integer matmuls, the row-wise dots of
  * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the Q2_K,
- * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in Q4_0's
+ * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c, repack_qk23_avx2.c: the
+ * VNNI build takes their 16-row slots as 512-bit vectors), and in Q4_0's
  * layout (8 rows per record, 16 for avx512vnni's 512-bit kernel:
  * x86/repack_avx2.c); every result is bit-identical between them (the same
  * exact integer sums, the same float order). rope (angles computed inside) stays generic: the
@@ -87,7 +88,7 @@
         .attention_sums = er_avx2_attention_sums,                                                                     \
         .f32_to_f16 = er_avx2_f32_to_f16,                                                                             \
         .f16_to_f32 = er_avx2_f16_to_f32,                                                                             \
-        /* 8-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
+        /* 8- and 16-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
         .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = 8, [ER_W_Q5_K] = 8, [ER_W_Q6_K] = 8,   \
                         [ER_W_Q5_0] = 8, [ER_W_IQ4_NL] = 8, [ER_W_Q4_1] = 8, [ER_W_Q5_1] = 8,                         \
                         [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},                                         \
