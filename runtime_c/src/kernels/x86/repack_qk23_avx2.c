@@ -17,13 +17,19 @@
  * hardware prefetchers did not follow them).
  *
  *  Q3_K (1760 bytes): f16 d[16]; u32 sc[3][16] (word k of row r's 12
- *   packed scale bytes); then per pair p of sub-blocks (of 16): h[64],
- *   l[2][64]. Byte 4r + k of l[s] holds in bits 2g..2g+1 the low bits of
- *   element 16t + 4g + k (t = 2p + s), byte 4r + k of h in bit 4s + g its
- *   hmask bit.
+ *   packed scale bytes); then per pair p of sub-blocks (of 16) three slots
+ *   q[p][0..2] holding, in byte 4r + k, the codes c_0..c_7 (q + 4, 0..7,
+ *   3 bits) of elements 16t + 4g + k (c_g: t = 2p, c_4+g: t = 2p + 1):
+ *     q[p][0] = c0 | c1 << 3 | (c6 & 3) << 6
+ *     q[p][1] = c2 | c3 << 3 | (c7 & 3) << 6
+ *     q[p][2] = c4 | c5 << 3 | (c6 >> 2) << 6 | (c7 >> 2) << 7
+ *   Six codes are one AND (and a shift) away, the last two gather 2 + 1
+ *   bits: 17 operations per 8 vectors, where the file's split of two low
+ *   bits and an hmask bit took 29; decode is bound by that count.
  *  Q2_K (1344 bytes): f16 d[16], dmin[16]; u8 sc[8][32] (pair p, byte
- *   2r + s: the scale byte of sub-block 2p + s of row r); u8 q[16][64] as
- *   Q3_K's l.
+ *   2r + s: the scale byte of sub-block 2p + s of row r); u8 q[16][64]:
+ *   byte 4r + k of q[t] holds in bits 2g..2g+1 the code of element
+ *   16t + 4g + k.
  *  IQ4_XS (2176 bytes): f16 d[16]; u16 sh[16]; u8 sl[16][4]; u8
  *   q[8][4][64]: byte 4r + k of q[j][v] is the file's qs[16j + 4v + k] of
  *   row r (low nibble element 32j + 4v + k, high nibble 32j + 16 + 4v + k).
@@ -53,10 +59,7 @@
 typedef struct {
     er_f16 d[16];
     uint32_t sc[3][16];
-    struct {
-        uint8_t h[64];
-        uint8_t l[2][64];
-    } p[8];
+    uint8_t q[8][3][64];
 } blk_q3_kx16;
 
 typedef struct {
@@ -109,17 +112,16 @@ void er_avx2_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in,
                 memcpy(&out->d[r], &in->d, sizeof in->d);
                 for (int k = 0; k < 3; k++) memcpy(&out->sc[k][r], in->scales + 4 * k, 4);
                 low2_codes(in->qs, q);
-                for (int t = 0; t < 16; t++)
-                    for (int k = 0; k < 4; k++) out->p[t / 2].l[t % 2][4 * r + k] = pack4(q, t, k);
-                /* hmask bit of element e: bit e / 32 of hmask[e % 32] */
+                /* the code q + 4: the low bits, 4 where the hmask bit (bit
+                 * e / 32 of hmask[e % 32]) is set */
+                for (int e = 0; e < ER_QK_K; e++) q[e] = (uint8_t)(q[e] | ((in->hmask[e % 32] >> (e / 32)) & 1) << 2);
                 for (int p = 0; p < 8; p++)
                     for (int k = 0; k < 4; k++) {
-                        uint8_t hb = 0;
-                        for (int b = 0; b < 8; b++) {
-                            const int e = 32 * p + 16 * (b / 4) + 4 * (b % 4) + k;
-                            hb |= (uint8_t)(((in->hmask[e % 32] >> (e / 32)) & 1) << b);
-                        }
-                        out->p[p].h[4 * r + k] = hb;
+                        uint8_t c[8];
+                        for (int b = 0; b < 8; b++) c[b] = q[32 * p + 16 * (b / 4) + 4 * (b % 4) + k];
+                        out->q[p][0][4 * r + k] = (uint8_t)(c[0] | c[1] << 3 | (c[6] & 3) << 6);
+                        out->q[p][1][4 * r + k] = (uint8_t)(c[2] | c[3] << 3 | (c[7] & 3) << 6);
+                        out->q[p][2][4 * r + k] = (uint8_t)(c[4] | c[5] << 3 | (c[6] >> 2) << 6 | (c[7] >> 2) << 7);
                     }
             }
 }
@@ -197,7 +199,7 @@ static ALWAYS_INLINE void tail16(__m256 acc[2], const er_f16 *d, const er_f16 *d
 static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
                                   __m256 acc[MT][2]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03), k32 = _mm512_set1_epi8(32);
-    const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    const __m512i m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(7);
     for (int i = 0; i < nb; i++) {
         const blk_q3_kx16 *w = wg + i;
         const er_block_q8_k *xb[MT];
@@ -221,28 +223,30 @@ static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned 
         for (int c = 0; c < 4; c++) o[c] = _mm512_sub_epi8(o[c], k32);
 #pragma GCC unroll 8
         for (int p = 0; p < 8; p++) {
-            const __m512i h = ld5(w->p[p].h);
+            const __m512i qa = ld5(w->q[p][0]), qb = ld5(w->q[p][1]), qc = ld5(w->q[p][2]);
+            /* u[4s + g]: group g of sub-block 2p + s (16-bit shifts: each
+             * field's bits come from within its byte) */
+            __m512i u[8];
+            u[0] = _mm512_and_si512(qa, m7);
+            u[1] = _mm512_and_si512(_mm512_srli_epi16(qa, 3), m7);
+            u[2] = _mm512_and_si512(qb, m7);
+            u[3] = _mm512_and_si512(_mm512_srli_epi16(qb, 3), m7);
+            u[4] = _mm512_and_si512(qc, m7);
+            u[5] = _mm512_and_si512(_mm512_srli_epi16(qc, 3), m7);
+            /* bits 0-1 from the first operand, bit 2 from the second (m3 ? a : b) */
+            u[6] = _mm512_and_si512(
+                _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 6), _mm512_srli_epi16(qc, 4), m3, 0xE4), m7);
+            u[7] = _mm512_and_si512(
+                _mm512_ternarylogic_epi32(_mm512_srli_epi16(qb, 6), _mm512_srli_epi16(qc, 5), m3, 0xE4), m7);
 #pragma GCC unroll 2
             for (int s = 0; s < 2; s++) {
                 const int t = 2 * p + s;
-                const __m512i l = ld5(w->p[p].l[s]);
-                __m512i u[4];
-#pragma GCC unroll 4
-                for (int g = 0; g < 4; g++) {
-                    /* hmask bit 4s + g to bit 2 (16-bit shifts: bits 0-2 of
-                     * each byte come from within that byte) */
-                    const int bit = 4 * s + g;
-                    const __m512i hs = bit >= 2 ? _mm512_srli_epi16(h, (unsigned)(bit - 2))
-                                                : _mm512_slli_epi16(h, (unsigned)(2 - bit));
-                    const __m512i lo = g ? _mm512_srli_epi16(l, (unsigned)(2 * g)) : l;
-                    u[g] = _mm512_ternarylogic_epi32(lo, m3, _mm512_and_si512(hs, four), 0xEA); /* lo & 3 | hs */
-                }
                 /* scale t: byte t % 4 of o[t / 4], sign-extended */
                 const __m512i sv = _mm512_srai_epi32(_mm512_slli_epi32(o[t / 4], (unsigned)(24 - 8 * (t % 4))), 24);
                 for (int j = 0; j < mt; j++) {
                     const int8_t *xq = xb[j]->qs + 16 * t;
                     __m512i a = _mm512_set1_epi32(off[j][t]);
-                    for (int g = 0; g < 4; g++) a = er_x86_dpbusd512_bcast4(a, u[g], xq + 4 * g);
+                    for (int g = 0; g < 4; g++) a = er_x86_dpbusd512_bcast4(a, u[4 * s + g], xq + 4 * g);
                     isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a, sv));
                 }
             }
@@ -388,12 +392,19 @@ static ALWAYS_INLINE void q3_scales(const blk_q3_kx16 *w, int hf, __m256i o[4]) 
     for (int c = 0; c < 4; c++) o[c] = _mm256_sub_epi8(o[c], k32);
 }
 
-/* group g (0..3) of sub-block 2p + s: codes q + 4 (0..7) */
-static ALWAYS_INLINE __m256i q3_codes(__m256i l, __m256i h, const int s, const int g) {
-    const int b = 4 * s + g;
-    const __m256i hs = b >= 2 ? _mm256_srli_epi16(h, b - 2) : _mm256_slli_epi16(h, 2 - b);
-    const __m256i lo = g ? _mm256_srli_epi16(l, 2 * g) : l;
-    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(3)), _mm256_and_si256(hs, _mm256_set1_epi8(4)));
+/* the 8 code vectors of pair p, half hf: u[4s + g] is group g of
+ * sub-block 2p + s (the layout's comment) */
+static ALWAYS_INLINE void q3_codes(const blk_q3_kx16 *w, int p, int hf, __m256i u[8]) {
+    const __m256i m3 = _mm256_set1_epi8(3), m7 = _mm256_set1_epi8(7), four = _mm256_set1_epi8(4);
+    const __m256i qa = ld(w->q[p][0] + 32 * hf), qb = ld(w->q[p][1] + 32 * hf), qc = ld(w->q[p][2] + 32 * hf);
+    u[0] = _mm256_and_si256(qa, m7);
+    u[1] = _mm256_and_si256(_mm256_srli_epi16(qa, 3), m7);
+    u[2] = _mm256_and_si256(qb, m7);
+    u[3] = _mm256_and_si256(_mm256_srli_epi16(qb, 3), m7);
+    u[4] = _mm256_and_si256(qc, m7);
+    u[5] = _mm256_and_si256(_mm256_srli_epi16(qc, 3), m7);
+    u[6] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 6), m3), _mm256_and_si256(_mm256_srli_epi16(qc, 4), four));
+    u[7] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 6), m3), _mm256_and_si256(_mm256_srli_epi16(qc, 5), four));
 }
 
 /* Rows 8hf..8hf + 7 of a 16-row group (hf = hf0 .. hf0 + nh - 1) against
@@ -413,18 +424,16 @@ static ALWAYS_INLINE void q3_group(const blk_q3_kx16 *wg, int nb, const unsigned
         }
         for (int hh = 0; hh < nh; hh++) q3_scales(w, hf0 + hh, o[hh]);
         for (int p = 0; p < 8; p++)
-            for (int s = 0; s < 2; s++) {
-                const int t = 2 * p + s;
-                for (int hh = 0; hh < nh; hh++) {
-                    const int hf = hf0 + hh;
-                    const __m256i h = ld(w->p[p].h + 32 * hf), l = ld(w->p[p].l[s] + 32 * hf);
-                    __m256i u[4];
-                    for (int g = 0; g < 4; g++) u[g] = q3_codes(l, h, s, g);
+            for (int hh = 0; hh < nh; hh++) {
+                __m256i u[8];
+                q3_codes(w, p, hf0 + hh, u);
+                for (int s = 0; s < 2; s++) {
+                    const int t = 2 * p + s;
                     const __m256i sv = scale16(_mm256_srai_epi32(_mm256_slli_epi32(o[hh][t / 4], 24 - 8 * (t % 4)), 24));
                     for (int j = 0; j < mt; j++) {
                         const int8_t *xq = xb[j]->qs + 16 * t;
                         __m256i a = sub_start(off[j][t]);
-                        for (int g = 0; g < 4; g++) a = sub_add(a, u[g], xq + 4 * g);
+                        for (int g = 0; g < 4; g++) a = sub_add(a, u[4 * s + g], xq + 4 * g);
                         isum[j][hh] = sub_end(isum[j][hh], a, sv);
                     }
                 }
