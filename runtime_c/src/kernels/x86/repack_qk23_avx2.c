@@ -111,10 +111,13 @@ void er_avx2_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in,
                 const er_block_q3_k *in = src_block(src, row_bytes, 16 * g + r, sizeof *in, i);
                 memcpy(&out->d[r], &in->d, sizeof in->d);
                 for (int k = 0; k < 3; k++) memcpy(&out->sc[k][r], in->scales + 4 * k, 4);
-                low2_codes(in->qs, q);
-                /* the code q + 4: the low bits, 4 where the hmask bit (bit
-                 * e / 32 of hmask[e % 32]) is set */
-                for (int e = 0; e < ER_QK_K; e++) q[e] = (uint8_t)(q[e] | ((in->hmask[e % 32] >> (e / 32)) & 1) << 2);
+                /* element 128h + 32j + l's code q + 4: its low bits, 4 where
+                 * its hmask bit (bit 4h + j of hmask[l]) is set */
+                for (int h = 0; h < 2; h++)
+                    for (int j = 0; j < 4; j++)
+                        for (int l = 0; l < 32; l++)
+                            q[128 * h + 32 * j + l] = (uint8_t)(((in->qs[32 * h + l] >> (2 * j)) & 3) |
+                                                                ((in->hmask[l] >> (4 * h + j)) & 1) << 2);
                 for (int p = 0; p < 8; p++)
                     for (int k = 0; k < 4; k++) {
                         uint8_t c[8];
