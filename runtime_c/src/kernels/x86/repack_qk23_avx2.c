@@ -311,9 +311,17 @@ static ALWAYS_INLINE void iq4_rows(const blk_iq4_xsx16 *wg, int nb, const unsign
     for (int i = 0; i < nb; i++) {
         const blk_iq4_xsx16 *w = wg + i;
         const er_block_q8_k *xb[MT];
+        /* -128 times each sub-block's activation sum (the offset of the
+         * grid + 128), one madd for all 8: broadcast from memory below,
+         * where scalar arithmetic per sub-block was the decode loop's
+         * hottest line */
+        int32_t off[MT][8];
         __m512i isum[MT];
         for (int j = 0; j < mt; j++) {
             xb[j] = (const er_block_q8_k *)(const void *)(x + (size_t)j * xs) + i;
+            _mm256_storeu_si256((__m256i *)(void *)off[j],
+                                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)xb[j]->bsums),
+                                                  _mm256_set1_epi16(-128)));
             isum[j] = _mm512_setzero_si512();
         }
         const __m512i sl = ld5(w->sl);
@@ -331,8 +339,7 @@ static ALWAYS_INLINE void iq4_rows(const blk_iq4_xsx16 *wg, int nb, const unsign
             }
             for (int j = 0; j < mt; j++) {
                 const int8_t *xq = xb[j]->qs + 32 * sb;
-                /* -128 times the sub-block's activation sum: the offset of the grid + 128 */
-                __m512i a = _mm512_set1_epi32(-128 * ((int32_t)xb[j]->bsums[2 * sb] + xb[j]->bsums[2 * sb + 1]));
+                __m512i a = _mm512_set1_epi32(off[j][sb]);
                 for (int k = 0; k < 8; k++) a = er_x86_dpbusd512_bcast4(a, v[k], xq + 4 * k);
                 isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a, ls));
             }
