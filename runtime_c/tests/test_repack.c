@@ -12,7 +12,7 @@
  * matrix; outputs outside the range must stay untouched. The repacked copy
  * must be the same size and hold the same bytes (a permutation).
  *
- * K-quant layouts (Q4_K, Q5_K, Q6_K) re-encode or regroup the scales, so
+ * K-quant layouts (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS) re-encode or regroup the scales, so
  * their copy is only the same size; their matmul_repacked must return
  * generic's matmul on the file layout bit for bit (integer sums exact,
  * kquant.h's float tail in the same order), for Q8_K activations, including
@@ -94,11 +94,59 @@ static void check_table(const er_kernels *k, int wt, int n, int n_out, int m) {
     free(y);
 }
 
-/* K-quants: matmul_repacked on the repacked copy against generic's matmul
- * on the file layout, bit for bit. */
+/* Random Q3_K, Q2_K or IQ4_XS rows (every bit pattern is a valid block)
+ * with realistic f16 scales; rows r % ext_mod == ext_at get the extremes
+ * that reach an int16 or byte limit first: Q3_K every code 3 (hmask set)
+ * or -4 (clear) by alternating rows with every scale -32 or 31, Q2_K every
+ * code 3 with scale and min 15, IQ4_XS every nibble 0 (grid -127) with
+ * scales -32. */
+static void random_kq23(int wt, uint8_t *w, int n_out, int nb, size_t row_bytes, int ext_mod, int ext_at) {
+    for (size_t i = 0; i < row_bytes * (size_t)n_out; i++) w[i] = (uint8_t)rnd();
+    for (int r = 0; r < n_out; r++)
+        for (int b = 0; b < nb; b++) {
+            const int ext = r % ext_mod == ext_at, hi = r / ext_mod % 2;
+            uint8_t *blk = w + (size_t)r * row_bytes;
+            if (wt == ER_W_Q3_K) {
+                er_block_q3_k *q = (er_block_q3_k *)(void *)blk + b;
+                q->d = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+                if (!ext) continue;
+                memset(q->hmask, hi ? 0xff : 0x00, sizeof q->hmask);
+                memset(q->qs, hi ? 0xff : 0x00, sizeof q->qs);
+                memset(q->scales, hi ? 0xff : 0x00, sizeof q->scales); /* 6-bit 63 or 0: 31 or -32 */
+            } else if (wt == ER_W_Q2_K) {
+                er_block_q2_k *q = (er_block_q2_k *)(void *)blk + b;
+                q->d = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+                q->dmin = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+                if (!ext) continue;
+                memset(q->qs, 0xff, sizeof q->qs);
+                memset(q->scales, 0xff, sizeof q->scales);
+            } else {
+                er_block_iq4_xs *q = (er_block_iq4_xs *)(void *)blk + b;
+                q->d = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+                if (!ext) continue;
+                memset(q->qs, 0, sizeof q->qs);
+                memset(q->scales_l, 0, sizeof q->scales_l);
+                q->scales_h = 0;
+            }
+        }
+}
+
+static size_t kq_block_bytes(int wt) {
+    switch (wt) {
+    case ER_W_Q4_K: return sizeof(er_block_q4_k);
+    case ER_W_Q5_K: return sizeof(er_block_q5_k);
+    case ER_W_Q6_K: return sizeof(er_block_q6_k);
+    case ER_W_Q3_K: return sizeof(er_block_q3_k);
+    case ER_W_Q2_K: return sizeof(er_block_q2_k);
+    default: return sizeof(er_block_iq4_xs);
+    }
+}
+
+/* K-quants (and IQ4_XS): matmul_repacked on the repacked copy against
+ * generic's matmul on the file layout, bit for bit. */
 static void check_table_kq(const er_kernels *k, int wt, int n, int n_out, int m) {
     const int nb = n / ER_QK_K;
-    const size_t bs = wt == ER_W_Q4_K ? sizeof(er_block_q4_k) : wt == ER_W_Q5_K ? sizeof(er_block_q5_k) : sizeof(er_block_q6_k);
+    const size_t bs = kq_block_bytes(wt);
     const size_t row_bytes = (size_t)nb * bs, bytes = row_bytes * (size_t)n_out;
     const size_t xs = sizeof(er_block_q8_k) * (size_t)nb + 12; /* padded: stride != row size */
     uint8_t *w = malloc(bytes), *packed = malloc(bytes);
@@ -107,6 +155,8 @@ static void check_table_kq(const er_kernels *k, int wt, int n, int n_out, int m)
     float *y = malloc(sizeof(float) * (size_t)n_out * (size_t)m), *yg = malloc(sizeof(float) * (size_t)n_out * (size_t)m);
     if (wt == ER_W_Q4_K)
         random_q4_k(w, n_out, nb, row_bytes, 7, 3, 0, 0);
+    else if (wt == ER_W_Q3_K || wt == ER_W_Q2_K || wt == ER_W_IQ4_XS)
+        random_kq23(wt, w, n_out, nb, row_bytes, 7, 3);
     else
         random_kq(wt, w, n_out, nb, row_bytes, 7, 3);
     for (int i = 0; i < n * m; i++) xf[i] = rndf() * (i % 97 == 0 ? 20.0f : 1.0f);
@@ -146,7 +196,8 @@ int main(void) {
             if (k->repack_rows[wt] <= 0) continue;
             CHECK(k->repack[wt] && k->matmul_repacked[wt], "%s: repack_rows without functions", k->name);
             const int q32 = wt == ER_W_Q5_0 || wt == ER_W_IQ4_NL || wt == ER_W_Q4_1 || wt == ER_W_Q5_1;
-            const int kq = wt == ER_W_Q4_K || wt == ER_W_Q5_K || wt == ER_W_Q6_K;
+            const int kq = wt == ER_W_Q4_K || wt == ER_W_Q5_K || wt == ER_W_Q6_K || wt == ER_W_Q3_K ||
+                           wt == ER_W_Q2_K || wt == ER_W_IQ4_XS;
             CHECK(wt == ER_W_Q4_0 || wt == ER_W_Q8_0 || q32 || kq,
                   "%s: this test knows no layout of type %d", k->name, wt);
             if (!k->repack[wt] || !k->matmul_repacked[wt]) continue;

@@ -16,11 +16,13 @@
  * body free to use the 16 further ymm registers of AVX-512VL.
  * qk23_avx2.c (Q2_K, Q3_K, IQ4_XS) is built both ways too: its matmul's 8
  * activation rows per tile give VPDPWSSD 8 independent chains, and Q2_K's
- * code * scale fits a byte for VPDPBUSD. Q4_0, Q4_K, Q5_K and Q6_K have
- * layouts of their own there, 16 rows per record for 512-bit vectors
- * (repack_avx2.c; repack_q4_k_q5_k_x16_avx512.c and
- * repack_q6_k_x16_avx512.c, built only for that table). ER_X86_FN names a
- * function of the variant being compiled.
+ * code * scale fits a byte for VPDPBUSD; their repacked kernels
+ * (repack_qk23_avx2.c) take 512-bit vectors there, on a 16-row layout both
+ * tables share. Q4_0, Q4_K, Q5_K and Q6_K have layouts of their own there,
+ * 16 rows per record for 512-bit vectors (repack_avx2.c;
+ * repack_q4_k_q5_k_x16_avx512.c and repack_q6_k_x16_avx512.c, built only
+ * for that table). ER_X86_FN names a function of the variant being
+ * compiled.
  */
 #ifndef ER_KERNELS_AVX2_H
 #define ER_KERNELS_AVX2_H
@@ -167,6 +169,13 @@ void er_avx2_matmul_q5_0x8(const er_matmul_args *a);
 void er_avx2_matmul_iq4_nlx8(const er_matmul_args *a);
 void er_avx2_matmul_q4_1x8(const er_matmul_args *a);
 void er_avx2_matmul_q5_1x8(const er_matmul_args *a);
+/* Q3_K, Q2_K and IQ4_XS in 16-row records (repack_qk23_avx2.c) */
+void er_avx2_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_repack_iq4_xs(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx2_matmul_q3_kx16(const er_matmul_args *a);
+void er_avx2_matmul_q2_kx16(const er_matmul_args *a);
+void er_avx2_matmul_iq4_xsx16(const er_matmul_args *a);
 /* the same repacked kernels built with AVX-512 VL/BW/VNNI (ER_X86_VNNI builds) */
 void er_avx512vnni_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q4_0x16(const er_matmul_args *a);
@@ -183,6 +192,9 @@ void er_avx512vnni_matmul_q5_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_nlx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q4_1x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_1x8(const er_matmul_args *a);
+void er_avx512vnni_matmul_q3_kx16(const er_matmul_args *a);
+void er_avx512vnni_matmul_q2_kx16(const er_matmul_args *a);
+void er_avx512vnni_matmul_iq4_xsx16(const er_matmul_args *a);
 /* q32_avx2.c's VNNI build */
 float er_avx512vnni_dot_q4_1(int n, const void *w_row, const void *x_row);
 float er_avx512vnni_dot_q5_0(int n, const void *w_row, const void *x_row);

@@ -4,11 +4,13 @@
  * VNNI library never executes an AVX instruction on a CPU without it. The
  * two differ only in the repacked integer matmuls, the row-wise dots of
  * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the Q2_K,
- * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c), and in the layouts of Q4_0,
- * Q4_K, Q5_K and Q6_K (8 rows per record, 16 for avx512vnni's 512-bit
- * kernels: x86/repack_avx2.c, x86/repack_q4_k_q5_k_x16_avx512.c,
- * x86/repack_q6_k_x16_avx512.c); every result is bit-identical between
- * them (the same exact integer sums, the same float order). rope (angles computed inside) stays generic: the
+ * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c, repack_qk23_avx2.c: the
+ * VNNI build takes their 16-row slots as 512-bit vectors), and in the
+ * layouts of Q4_0, Q4_K, Q5_K and Q6_K (8 rows per record, 16 for
+ * avx512vnni's 512-bit kernels: x86/repack_avx2.c,
+ * x86/repack_q4_k_q5_k_x16_avx512.c, x86/repack_q6_k_x16_avx512.c); every
+ * result is bit-identical between them (the same exact integer sums, the
+ * same float order). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  */
 #include "avx2.h"
@@ -92,19 +94,22 @@
         .attention_sums = er_avx2_attention_sums,                                                                     \
         .f32_to_f16 = er_avx2_f32_to_f16,                                                                             \
         .f16_to_f32 = er_avx2_f16_to_f32,                                                                             \
-        /* 8-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
+        /* 8- and 16-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
         .repack_rows = {[ER_W_Q8_0] = 8, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = q4k_rows, [ER_W_Q5_K] = q5k_rows,                   \
-                        [ER_W_Q5_0] = 8, [ER_W_IQ4_NL] = 8, [ER_W_Q4_1] = 8, [ER_W_Q5_1] = 8, [ER_W_Q6_K] = q6_rows},  \
+                        [ER_W_Q5_0] = 8, [ER_W_IQ4_NL] = 8, [ER_W_Q4_1] = 8, [ER_W_Q5_1] = 8, [ER_W_Q6_K] = q6_rows,                         \
+                        [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},  \
         .repack = {[ER_W_Q8_0] = er_avx2_repack_q8_0, [ER_W_Q4_0] = p##_repack_q4_0,                                  \
                    [ER_W_Q4_K] = q4k_repack, [ER_W_Q5_K] = q5k_repack,                              \
                    [ER_W_Q6_K] = q6_repack, [ER_W_Q5_0] = er_avx2_repack_q5_0,                              \
                    [ER_W_IQ4_NL] = er_avx2_repack_iq4_nl, [ER_W_Q4_1] = er_avx2_repack_q4_1,                          \
-                   [ER_W_Q5_1] = er_avx2_repack_q5_1},                                                                \
+                   [ER_W_Q5_1] = er_avx2_repack_q5_1, [ER_W_Q3_K] = er_avx2_repack_q3_k,                              \
+                   [ER_W_Q2_K] = er_avx2_repack_q2_k, [ER_W_IQ4_XS] = er_avx2_repack_iq4_xs},                         \
         .matmul_repacked = {[ER_W_Q8_0] = p##_matmul_q8_0x8, [ER_W_Q4_0] = q40,                                       \
                             [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = q5k,                                       \
                             [ER_W_Q6_K] = q6, [ER_W_Q5_0] = p##_matmul_q5_0x8,                         \
                             [ER_W_IQ4_NL] = p##_matmul_iq4_nlx8, [ER_W_Q4_1] = p##_matmul_q4_1x8,                     \
-                            [ER_W_Q5_1] = p##_matmul_q5_1x8},                                                         \
+                            [ER_W_Q5_1] = p##_matmul_q5_1x8, [ER_W_Q3_K] = p##_matmul_q3_kx16,                         \
+                            [ER_W_Q2_K] = p##_matmul_q2_kx16, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx16},                    \
     }
 
 static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, 8, er_avx2_repack_q4_k, er_avx2_matmul_q4_kx8, 8,
