@@ -23,6 +23,7 @@
  */
 #include "neon.h"
 #include "repack_neon.h"
+#include "repack_k23_neon.h"
 #include "../generic/generic.h"
 
 /* the types of issue 25 (q_more_neon.c; dequantizers generic) */
@@ -80,17 +81,20 @@
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
         /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \
         .repack_rows = {[ER_W_Q8_0] = 4, [ER_W_Q4_0] = 4, [ER_W_Q4_K] = 4, [ER_W_Q5_K] = 4, [ER_W_Q6_K] = 4,      \
-                        [ER_W_IQ4_NL] = 4, [ER_W_Q4_1] = 4, [ER_W_Q5_0] = 4, [ER_W_Q5_1] = 4},                     \
+                        [ER_W_IQ4_NL] = 4, [ER_W_Q4_1] = 4, [ER_W_Q5_0] = 4, [ER_W_Q5_1] = 4,                      \
+                        [ER_W_Q2_K] = 4, [ER_W_Q3_K] = 4, [ER_W_IQ4_XS] = 4},                                      \
         .repack = {[ER_W_Q8_0] = er_neon_repack_q8_0, [ER_W_Q4_0] = er_neon_repack_q4_0,                           \
                    [ER_W_Q4_K] = er_neon_repack_q4_k, [ER_W_Q5_K] = er_neon_repack_q5_k,                           \
                    [ER_W_Q6_K] = er_neon_repack_q6_k, [ER_W_IQ4_NL] = er_neon_repack_iq4_nl,                       \
                    [ER_W_Q4_1] = er_neon_repack_q4_1, [ER_W_Q5_0] = er_neon_repack_q5_0,                           \
-                   [ER_W_Q5_1] = er_neon_repack_q5_1},                                                             \
+                   [ER_W_Q5_1] = er_neon_repack_q5_1, [ER_W_Q2_K] = er_neon_repack_q2_k,                           \
+                   [ER_W_Q3_K] = er_neon_repack_q3_k, [ER_W_IQ4_XS] = er_neon_repack_iq4_xs},                      \
         .matmul_repacked = {[ER_W_Q8_0] = mm##_matmul_q8_0x4, [ER_W_Q4_0] = mm##_matmul_q4_0x4,                   \
                             [ER_W_Q4_K] = p##_matmul_q4_kx4, [ER_W_Q5_K] = p##_matmul_q5_kx4,                      \
                             [ER_W_Q6_K] = p##_matmul_q6_kx4, [ER_W_IQ4_NL] = mm##_matmul_iq4_nlx4,                 \
                             [ER_W_Q4_1] = mm##_matmul_q4_1x4, [ER_W_Q5_0] = mm##_matmul_q5_0x4,                    \
-                            [ER_W_Q5_1] = mm##_matmul_q5_1x4},                                                     \
+                            [ER_W_Q5_1] = mm##_matmul_q5_1x4, [ER_W_Q2_K] = p##_matmul_q2_kx4,                     \
+                            [ER_W_Q3_K] = p##_matmul_q3_kx4, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx4},                 \
     }
 
 static const er_kernels k_neon = NEON_TABLE("neon", er_neon, er_neon);
