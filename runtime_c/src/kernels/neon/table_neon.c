@@ -5,8 +5,8 @@
  * core without it. They differ only in the quantized dots (widening
  * multiplies vs SDOT) and, for neon-i8mm, in the repacked prefill of the
  * 32-element types (SMMLA: Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1; its
- * repacked K-quants are the SDOT kernels, there being no SMMLA version of
- * them yet). rope (angles computed inside) stays generic: the
+ * repacked K-quants, Q2_K/Q3_K/IQ4_XS included, are the SDOT kernels,
+ * there being no SMMLA version of them yet). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  *
  * No table does half-precision arithmetic (+fp16), though dispatch detects
