@@ -11,9 +11,10 @@
  * reduce each row horizontally with its own float tail. Here:
  *  - Q2_K: one AND (or a shift for the top field) per 16 weights of 4
  *    rows. The field stays where it is, so field j's quants come out times
- *    4^j (j = 1, 2: at most 48, still an int8); those sub-blocks sum into
- *    their own accumulators, shifted down once per super-block (exact: the
- *    sums are multiples of 4^j);
+ *    4^j (j = 1, 2: at most 48, still an int8); each sub-block's scale is
+ *    taken times 16 / 4^j (16 for field 3, at most 240), so every
+ *    sub-block adds 16 times its term to one sum, shifted down once per
+ *    super-block (exact, and |16 isum| < 2^25);
  *  - Q3_K: the layout holds the hmask complemented, so CMTST gives 0xff
  *    where the quant is low - 4 and SLI puts the two low bits under it:
  *    the signed quant (-4..3) in two operations plus a shift;
@@ -48,6 +49,12 @@ static ALWAYS_INLINE int32x4_t s32_of(int16x8_t s, const int hi) {
     return hi ? vmovl_high_s16(s) : vmovl_s16(vget_low_s16(s));
 }
 
+/* Quarter q of a byte vector [4][row] as int32 lanes (unsigned bytes) */
+static ALWAYS_INLINE int32x4_t u32_of(uint8x16_t v, const int q) {
+    const uint16x8_t h = (q & 2) ? vmovl_high_u8(v) : vmovl_u8(vget_low_u8(v));
+    return vreinterpretq_s32_u32((q & 1) ? vmovl_high_u16(h) : vmovl_u16(vget_low_u16(h)));
+}
+
 /* v >> 2j with a literal shift (the instruction encodes it) */
 static ALWAYS_INLINE uint8x16_t shr2j(uint8x16_t v, const int j) {
     switch (j) {
@@ -66,28 +73,27 @@ static ALWAYS_INLINE int8x16_t q2_field(uint8x16_t v, const int j) {
 }
 
 static ALWAYS_INLINE void group_tile_q2(const void *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                        float32x4_t acc[MT]) {
+                                        float32x4_t *acc) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    /* sub-blocks 4k..4k+3 have fields 0, 0, 1, 1 (k even) or 2, 2, 3, 3:
+     * their scales times 16, 16, 4, 4 or 1, 1, 16, 16 */
+    static const int8_t up[2][16] = {{4, 4, 4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2},
+                                     {0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4}};
+    const int8x16_t up0 = vld1q_s8(up[0]), up1 = vld1q_s8(up[1]);
     for (int i = 0; i < nb; i++) {
         const er_blk_q2_kx4 *w = (const er_blk_q2_kx4 *)wg + i;
-        /* s16[k], m16[k]: int16 [sub-block][row] scales and mins of
-         * sub-blocks 2k (low half) and 2k + 1 */
-        int16x8_t s16[8], m16[8];
+        /* sv[k]: bytes [sub-block][row] of sub-blocks 4k..4k+3, the scales
+         * times 16 / 4^f (at most 240); kept as bytes and widened per
+         * sub-block, as int16 pairs they took 8 registers and a prefill
+         * tile of 4 spilled */
+        uint8x16_t sv[4];
 #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const uint8x16_t v = vld1q_u8(w->sc + 16 * k);
-            const uint8x16_t s = vandq_u8(v, m4), m = vshrq_n_u8(v, 4);
-            s16[2 * k] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(s)));
-            s16[2 * k + 1] = vreinterpretq_s16_u16(vmovl_high_u8(s));
-            m16[2 * k] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m)));
-            m16[2 * k + 1] = vreinterpretq_s16_u16(vmovl_high_u8(m));
-        }
+        for (int k = 0; k < 4; k++) sv[k] = vshlq_u8(vandq_u8(vld1q_u8(w->sc + 16 * k), m4), k & 1 ? up1 : up0);
         const er_block_q8_k *xb[MT];
-        /* isum: fields 0 and 3; isum4, isum16: fields 1 and 2, times 4 and 16 */
-        int32x4_t isum[MT], isum4[MT], isum16[MT];
+        int32x4_t isum[MT]; /* 16 times generic's isum */
         for (int j = 0; j < mt; j++) {
             xb[j] = (const er_block_q8_k *)(const void *)(x + (size_t)j * xs) + i;
-            isum[j] = isum4[j] = isum16[j] = vdupq_n_s32(0);
+            isum[j] = vdupq_n_s32(0);
         }
 #pragma GCC unroll 4
         for (int hg = 0; hg < 4; hg++) {
@@ -99,23 +105,27 @@ static ALWAYS_INLINE void group_tile_q2(const void *wg, int nb, const unsigned c
                 const int8x16_t u0 = q2_field(v[0], f), u1 = q2_field(v[1], f), u2 = q2_field(v[2], f),
                                 u3 = q2_field(v[3], f);
                 const int sb = 8 * h + 2 * f + gh;
-                const int32x4_t s = s32_of(s16[sb >> 1], sb & 1);
+                const int32x4_t s = u32_of(sv[sb >> 2], sb & 3);
 #pragma GCC unroll 4
                 for (int j = 0; j < mt; j++) {
                     const int8x16_t xv = vld1q_s8(xb[j]->qs + 128 * h + 32 * f + 16 * gh);
-                    const int32x4_t d = er_dacc_rows(ER_DOT4(er_dacc_zero(), u0, u1, u2, u3, xv));
-                    if (f == 1) isum4[j] = vmlaq_s32(isum4[j], d, s);
-                    else if (f == 2) isum16[j] = vmlaq_s32(isum16[j], d, s);
-                    else isum[j] = vmlaq_s32(isum[j], d, s);
+                    isum[j] = vmlaq_s32(isum[j], er_dacc_rows(ER_DOT4(er_dacc_zero(), u0, u1, u2, u3, xv)), s);
                 }
             }
         }
+        /* the mins (high nibbles) against the bsums, then er_kq_accum */
+        int16x8_t m16[8];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const uint8x16_t m = vshrq_n_u8(vld1q_u8(w->sc + 16 * k), 4);
+            m16[2 * k] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m)));
+            m16[2 * k + 1] = vreinterpretq_s16_u16(vmovl_high_u8(m));
+        }
         const float32x4_t dw = er_neon_load_d4(w->d), dmw = er_neon_load_d4(w->dmin);
         for (int j = 0; j < mt; j++) {
-            const int32x4_t is = vsraq_n_s32(vsraq_n_s32(isum[j], isum4[j], 2), isum16[j], 4);
             int32x4_t imin = er_neon_kx4_lanes8(vdupq_n_s32(0), m16[0], m16[1], m16[2], m16[3], vld1q_s16(xb[j]->bsums));
             imin = er_neon_kx4_lanes8(imin, m16[4], m16[5], m16[6], m16[7], vld1q_s16(xb[j]->bsums + 8));
-            acc[j] = er_neon_kx4_accum(acc[j], dw, dmw, xb[j]->d, is, imin);
+            acc[j] = er_neon_kx4_accum(acc[j], dw, dmw, xb[j]->d, vshrq_n_s32(isum[j], 4), imin);
         }
     }
 }
@@ -178,7 +188,15 @@ static ALWAYS_INLINE void group_tile_q3(const void *wg, int nb, const unsigned c
     }
 }
 
-ER_NEON_KX4_TILE(tile_q2, group_tile_q2)
+/* Q2_K's tile in pairs of activation rows: its unpacking is one operation
+ * per 16 weights, so sharing it among 4 rows saves little, while a tile of
+ * 4 rows' sums, scales and quants outgrew the registers and spilled */
+static ALWAYS_INLINE void group_tile_q2_pairs(const void *wg, int nb, const unsigned char *x, size_t xs, const int mt,
+                                              float32x4_t acc[MT]) {
+    group_tile_q2(wg, nb, x, xs, mt < 2 ? mt : 2, acc);
+    if (mt > 2) group_tile_q2(wg, nb, x + 2 * xs, xs, mt - 2, acc + 2);
+}
+ER_NEON_KX4_TILE(tile_q2, group_tile_q2_pairs)
 ER_NEON_KX4_TILE(tile_q3, group_tile_q3)
 
 /* a->w: the repacked matrix; rows [r0, r1) as er_neon_kx4_matmul says */

@@ -8,9 +8,10 @@
  * Per super-block and G rows, the quants of all G rows are unpacked once
  * for the tile's activation rows (2 per tile: ER_SVE_KQ_MT):
  *  - Q2_K: one AND (a shift for the top field) per 4 bytes of G rows; the
- *    field stays in place, so fields 1 and 2 come out times 4 and 16 and
- *    sum into their own accumulators, shifted down once per super-block
- *    (exact: their sums are multiples of 4 and 16);
+ *    field stays in place, so field f comes out times 4^f (f = 1, 2) and
+ *    the sub-block's scale is taken times 16 / 4^f (field 3: 16): every
+ *    sub-block adds 16 times its term to one sum, shifted down once per
+ *    super-block (exact);
  *  - Q3_K: shift and AND for the low bits, and the complemented hmask bit
  *    (AND, compare) predicates the subtraction of 4 (plain SVE has no SLI);
  * then per activation row 64 SDOT by element leave the rows in lanes, the
@@ -47,10 +48,8 @@ static ER_SVE_INLINE void group_tile_q2(const void *wg, int nb, const unsigned c
         const uint8_t *r = (const uint8_t *)wg + (size_t)i * rec;
         const uint8_t *sc = r + ER_Q2KX_SC(G), *qs = r + ER_Q2KX_QS(G);
         ER_SVE_XBLOCKS(er_block_q8_k, x, xs, mt, i);
-        /* isum: fields 0 and 3; isum4 / isum16: fields 1 / 2, times 4 / 16 */
+        /* isum: 16 times generic's */
         svint32_t isum0 = zero, isum1 = zero, isum2 = zero, isum3 = zero;
-        svint32_t i4_0 = zero, i4_1 = zero, i4_2 = zero, i4_3 = zero;
-        svint32_t i16_0 = zero, i16_1 = zero, i16_2 = zero, i16_3 = zero;
         svint32_t imin0 = zero, imin1 = zero, imin2 = zero, imin3 = zero;
 #pragma GCC unroll 4
         for (int hg = 0; hg < 4; hg++) {
@@ -64,13 +63,13 @@ static ER_SVE_INLINE void group_tile_q2(const void *wg, int nb, const unsigned c
                                u3 = q2_field(v3, f);
                 const int sb = 8 * h + 2 * f + gh;
                 const svint32_t raw = svreinterpret_s32_u32(svld1ub_u32(all, sc + (size_t)G * sb));
-                const svint32_t s = svand_n_s32_x(all, raw, 15), m = svasr_n_s32_x(all, raw, 4);
+                /* the scale times 16 / 4^f (field 3: 16) */
+                const svint32_t sc15 = svand_n_s32_x(all, raw, 15), m = svasr_n_s32_x(all, raw, 4);
+                const svint32_t s = f == 2 ? sc15 : svlsl_n_s32_x(all, sc15, f == 1 ? 2 : 4);
 #define COL(j)                                                                                                     \
     do {                                                                                                           \
         const svint32_t d = ER_SVE_DOT4(zero, u0, u1, u2, u3, er_sve_x16(xb##j->qs + 128 * h + 32 * f + 16 * gh)); \
-        if (f == 1) i4_##j = svmla_s32_x(all, i4_##j, d, s);                                                       \
-        else if (f == 2) i16_##j = svmla_s32_x(all, i16_##j, d, s);                                                \
-        else isum##j = svmla_s32_x(all, isum##j, d, s);                                                            \
+        isum##j = svmla_s32_x(all, isum##j, d, s);                                                                 \
         imin##j = svmla_n_s32_x(all, imin##j, m, xb##j->bsums[sb]);                                                \
     } while (0)
                 ER_SVE_COLS(mt, COL);
@@ -79,12 +78,7 @@ static ER_SVE_INLINE void group_tile_q2(const void *wg, int nb, const unsigned c
         }
         const svfloat32_t dw = er_sve_load_d((const er_f16 *)(const void *)r);
         const svfloat32_t dmw = er_sve_load_d((const er_f16 *)(const void *)(r + ER_Q2KX_DMIN(G)));
-#define COL(j)                                                                                                     \
-    do {                                                                                                           \
-        const svint32_t is = svadd_s32_x(all, svadd_s32_x(all, isum##j, svasr_n_s32_x(all, i4_##j, 2)),           \
-                                         svasr_n_s32_x(all, i16_##j, 4));                                          \
-        acc##j = er_sve_kq_accum(acc##j, dw, dmw, xb##j->d, is, imin##j);                                          \
-    } while (0)
+#define COL(j) acc##j = er_sve_kq_accum(acc##j, dw, dmw, xb##j->d, svasr_n_s32_x(all, isum##j, 4), imin##j)
         ER_SVE_COLS(mt, COL);
 #undef COL
     }
