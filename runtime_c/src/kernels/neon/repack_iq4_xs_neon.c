@@ -1,7 +1,13 @@
 /*
  * repack_iq4_xs_neon.c — IQ4_XS matmul on the 4-row interleaved layout
- * (repack_k23_neon.h), decode and prefill. Compiled twice like q_neon.c
- * (SDOT by element / widening multiplies).
+ * (repack_k23_neon.h), decode and prefill, with SDOT (the "neon-dotprod"
+ * and "neon-i8mm" tables; kernels/meson.build compiles it only there).
+ * Without SDOT the layout does not pay: the widening multiplies' 4 rows in
+ * lanes take 5 operations per 16 weights where the row-wise kernel's dot
+ * takes 3 (dotlane_neon.h), and under qemu (kernel_insns, 64 x 2048) that
+ * twin executed 97.2k instructions against the file layout's 98.4k for
+ * decode and 635k against 389k for 4 rows of prefill, so the "neon" table
+ * keeps the file layout for IQ4_XS.
  *
  * Why it pays (per super-block and 4 weight rows): the row-wise kernel
  * (q_more_neon.c) decodes each row's eight 6-bit scales with scalar code
@@ -21,14 +27,11 @@
 #include "neon.h"
 #include "repack_k23_neon.h"
 #include "repack_load_neon.h"
-#include "repack_kx4_neon.h"
+#include "repack_k23_tile_neon.h"
 #include "dotlane_neon.h"
 
 #if ER_NEON_DOTPROD
 #define FN(name) er_neondp_##name
-#else
-#define FN(name) er_neon_##name
-#endif
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define MT ER_KX4_MT
@@ -87,7 +90,9 @@ static ALWAYS_INLINE void group_tile(const void *wg, int nb, const unsigned char
     }
 }
 
-ER_NEON_KX4_TILE(tile_iq4_xs, group_tile)
+ER_NEON_K23_TILE(tile_iq4_xs, group_tile, 4)
 
 /* a->w: the repacked matrix; rows [r0, r1) as er_neon_kx4_matmul says */
 void FN(matmul_iq4_xsx4)(const er_matmul_args *a) { er_neon_kx4_matmul(a, sizeof(er_blk_iq4_xsx4), tile_iq4_xs); }
+
+#endif /* ER_NEON_DOTPROD */

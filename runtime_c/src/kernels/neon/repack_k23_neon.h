@@ -83,13 +83,14 @@ void er_neon_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in,
 void er_neon_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_neon_repack_iq4_xs(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 
-/* repack_q2_k_q3_k_neon.c and repack_iq4_xs_neon.c, compiled twice like
- * q_neon.c: er_neon_* with widening multiplies, er_neondp_* with SDOT */
-#define ER_NEON_REPACK_K23_DECL(p)                                                                                 \
-    void p##_matmul_q2_kx4(const er_matmul_args *a);                                                               \
-    void p##_matmul_q3_kx4(const er_matmul_args *a);                                                               \
-    void p##_matmul_iq4_xsx4(const er_matmul_args *a);
-ER_NEON_REPACK_K23_DECL(er_neon)
-ER_NEON_REPACK_K23_DECL(er_neondp)
+/* repack_q2_k_q3_k_neon.c, compiled twice like q_neon.c: er_neon_* with
+ * widening multiplies, er_neondp_* with SDOT; repack_iq4_xs_neon.c with
+ * SDOT only (without it the layout does not pay: the "neon" table keeps
+ * IQ4_XS's file layout) */
+void er_neon_matmul_q2_kx4(const er_matmul_args *a);
+void er_neon_matmul_q3_kx4(const er_matmul_args *a);
+void er_neondp_matmul_q2_kx4(const er_matmul_args *a);
+void er_neondp_matmul_q3_kx4(const er_matmul_args *a);
+void er_neondp_matmul_iq4_xsx4(const er_matmul_args *a);
 
 #endif

@@ -32,7 +32,7 @@
 #include "neon.h"
 #include "repack_k23_neon.h"
 #include "repack_load_neon.h"
-#include "repack_kx4_neon.h"
+#include "repack_k23_tile_neon.h"
 #include "dotlane_neon.h"
 
 #if ER_NEON_DOTPROD
@@ -131,7 +131,7 @@ static ALWAYS_INLINE void group_tile_q2(const void *wg, int nb, const unsigned c
 }
 
 static ALWAYS_INLINE void group_tile_q3(const void *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                        float32x4_t acc[MT]) {
+                                        float32x4_t *acc) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f), m30 = vdupq_n_u8(0x30), b32 = vdupq_n_u8(32);
     for (int i = 0; i < nb; i++) {
         const er_blk_q3_kx4 *w = (const er_blk_q3_kx4 *)wg + i;
@@ -188,16 +188,20 @@ static ALWAYS_INLINE void group_tile_q3(const void *wg, int nb, const unsigned c
     }
 }
 
-/* Q2_K's tile in pairs of activation rows: its unpacking is one operation
- * per 16 weights, so sharing it among 4 rows saves little, while a tile of
- * 4 rows' sums, scales and quants outgrew the registers and spilled */
-static ALWAYS_INLINE void group_tile_q2_pairs(const void *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                              float32x4_t acc[MT]) {
-    group_tile_q2(wg, nb, x, xs, mt < 2 ? mt : 2, acc);
-    if (mt > 2) group_tile_q2(wg, nb, x + 2 * xs, xs, mt - 2, acc + 2);
-}
-ER_NEON_KX4_TILE(tile_q2, group_tile_q2_pairs)
-ER_NEON_KX4_TILE(tile_q3, group_tile_q3)
+/* Tile heights (repack_k23_tile_neon.h), counted under qemu (kernel_insns,
+ * 64 x 2048, 4 activation rows): Q2_K with SDOT 151k instructions in one
+ * tile of 4, 136k in pairs (its unpacking is one operation per 16 weights,
+ * so sharing it saves less than the tile of 4 spilled); the widening twins
+ * (two registers per row's sums) 600k (Q2_K) and 681k (Q3_K) in tiles of
+ * 4, more than the file layout's 431k and 641k, and 355k and 419k one row
+ * at a time. */
+#if ER_NEON_DOTPROD
+ER_NEON_K23_TILE(tile_q2, group_tile_q2, 2)
+ER_NEON_K23_TILE(tile_q3, group_tile_q3, 4)
+#else
+ER_NEON_K23_TILE(tile_q2, group_tile_q2, 1)
+ER_NEON_K23_TILE(tile_q3, group_tile_q3, 1)
+#endif
 
 /* a->w: the repacked matrix; rows [r0, r1) as er_neon_kx4_matmul says */
 void FN(matmul_q2_kx4)(const er_matmul_args *a) { er_neon_kx4_matmul(a, sizeof(er_blk_q2_kx4), tile_q2); }

@@ -73,7 +73,13 @@ static ER_SVE_INLINE void group_tile(const void *wg, int nb, const unsigned char
     ER_SVE_COLS(mt, ER_SVE_STORE);
 }
 
-ER_SVE_TILE(tile_iq4_xs, group_tile)
+/* heights 1 and 2 only: er_sve_rows_matmul passes at most ER_SVE_KQ_MT = 2
+ * rows (repack_q2_k_q3_k_sve.c) */
+static void tile_iq4_xs(const void *wg, int nb, const unsigned char *x, size_t xs, int mt, float *y, size_t ys) {
+    if (mt == 1) group_tile(wg, nb, x, xs, 1, y, ys);
+    else group_tile(wg, nb, x, xs, 2, y, ys);
+}
+_Static_assert(ER_SVE_KQ_MT == 2, "tile_iq4_xs has heights 1 and 2");
 
 void er_sve_matmul_iq4_xsxg(const er_matmul_args *a) {
     er_sve_rows_matmul(a, a->n / ER_QK_K, svcntw() * sizeof(er_block_iq4_xs), tile_iq4_xs, ER_SVE_KQ_MT);

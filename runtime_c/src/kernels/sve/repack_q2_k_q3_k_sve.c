@@ -158,8 +158,18 @@ static ER_SVE_INLINE void group_tile_q3(const void *wg, int nb, const unsigned c
     ER_SVE_COLS(mt, ER_SVE_STORE);
 }
 
-ER_SVE_TILE(tile_q2, group_tile_q2)
-ER_SVE_TILE(tile_q3, group_tile_q3)
+/* The tiles: er_sve_rows_matmul passes at most ER_SVE_KQ_MT = 2 rows, so
+ * two inlined heights rather than ER_SVE_TILE's four (code the rpi5 CLI's
+ * 1 MB budget would carry for nothing) */
+static void tile_q2(const void *wg, int nb, const unsigned char *x, size_t xs, int mt, float *y, size_t ys) {
+    if (mt == 1) group_tile_q2(wg, nb, x, xs, 1, y, ys);
+    else group_tile_q2(wg, nb, x, xs, 2, y, ys);
+}
+static void tile_q3(const void *wg, int nb, const unsigned char *x, size_t xs, int mt, float *y, size_t ys) {
+    if (mt == 1) group_tile_q3(wg, nb, x, xs, 1, y, ys);
+    else group_tile_q3(wg, nb, x, xs, 2, y, ys);
+}
+_Static_assert(ER_SVE_KQ_MT == 2, "the tiles above have heights 1 and 2");
 
 void er_sve_matmul_q2_kxg(const er_matmul_args *a) {
     er_sve_rows_matmul(a, a->n / ER_QK_K, svcntw() * sizeof(er_block_q2_k), tile_q2, ER_SVE_KQ_MT);
