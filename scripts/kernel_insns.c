@@ -4,7 +4,7 @@
  * part of the runtime). Usage:
  *   kernel_insns TABLE TYPE LAYOUT M REPS
  * TABLE a kernel table name ("sve", "neon-dotprod", ...); TYPE q8_0, q4_0,
- * q4_k, q5_k, q6_k, q4_1, q5_0, q5_1 or iq4_nl; LAYOUT "file" (matmul on the file's rows) or
+ * q4_k, q5_k, q6_k, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q3_k or q2_k; LAYOUT "file" (matmul on the file's rows) or
  * "repacked" (the table's interleaved copy); M activation rows; REPS how many
  * times the product runs. The matrix is 64 rows of 2048 (both divisible by
  * every layout's row group up to SVE 2048 bits and every block size). The
@@ -24,8 +24,9 @@
 #include "kernels/kernels.h"
 
 static int type_of(const char *s) {
-    static const char *const names[ER_W_COUNT] = {"f32",  "f16",  "bf16", "q8_0",   "q4_0", "q4_k",
-                                                  "q5_k", "q6_k", "q4_1", "q5_0",   "q5_1", "iq4_nl"};
+    static const char *const names[ER_W_COUNT] = {"f32",  "f16",  "bf16", "q8_0", "q4_0",   "q4_k",   "q5_k",
+                                                  "q6_k", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q3_k",
+                                                  "q2_k"};
     for (int t = ER_W_Q8_0; t < ER_W_COUNT; t++)
         if (names[t] && strcmp(s, names[t]) == 0) return t;
     return -1;
@@ -57,7 +58,8 @@ int main(int argc, char **argv) {
         return quantize(k, argv[3], atoi(argv[4]), atoi(argv[5]));
     }
     if (argc != 6) {
-        fprintf(stderr, "usage: kernel_insns TABLE q8_0|q4_0|q4_k|q5_k|q6_k|q4_1|q5_0|q5_1|iq4_nl file|repacked M REPS\n"
+        fprintf(stderr, "usage: kernel_insns TABLE q8_0|q4_0|q4_k|q5_k|q6_k|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q3_k|q2_k "
+                        "file|repacked M REPS\n"
                         "       kernel_insns TABLE quantize q8_0|q8_k N REPS\n");
         return 2;
     }
@@ -71,7 +73,8 @@ int main(int argc, char **argv) {
     enum { ROWS = 64, N = 2048 };
     static const size_t block_bytes[ER_W_COUNT] = {[ER_W_Q8_0] = 34, [ER_W_Q4_0] = 18, [ER_W_Q4_K] = 144,
                                                   [ER_W_Q5_K] = 176, [ER_W_Q6_K] = 210, [ER_W_Q4_1] = 20,
-                                                  [ER_W_Q5_0] = 22, [ER_W_Q5_1] = 24, [ER_W_IQ4_NL] = 18};
+                                                  [ER_W_Q5_0] = 22, [ER_W_Q5_1] = 24, [ER_W_IQ4_NL] = 18,
+                                                  [ER_W_IQ4_XS] = 136, [ER_W_Q3_K] = 110, [ER_W_Q2_K] = 84};
     const size_t rb = block_bytes[wt] * (size_t)(N / er_wtype_block_elems(wt));
     unsigned char *w = malloc(rb * ROWS), *p = malloc(rb * ROWS);
     const size_t xs = er_act_row_bytes(k->act_kind[wt], N);

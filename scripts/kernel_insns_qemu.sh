@@ -13,7 +13,8 @@
 # generic against neon-dotprod (the NEON and SVE tables share them) on
 # cortex-a76.
 # Env: CROSS_CC (aarch64-linux-gnu-gcc), QEMU (qemu-aarch64), BUILD (scratch
-# dir), TYPES (default "q8_0 q4_0 q4_k q5_k q6_k"; also q4_1 q5_0 q5_1 iq4_nl).
+# dir), TYPES (default "q8_0 q4_0 q4_k q5_k q6_k"; also q4_1 q5_0 q5_1 iq4_nl
+# iq4_xs q3_k q2_k).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CC=${CROSS_CC:-aarch64-linux-gnu-gcc}
@@ -47,7 +48,7 @@ for spec in "sve 256 max,sve-default-vector-length=32" "sve 512 max,sve-default-
     set -- $spec
     for t in $TYPES; do
         # neon-i8mm differs from neon-dotprod only in the 32-element types' prefill
-        case "$1:$t" in *i8mm:q4_k|*i8mm:q5_k|*i8mm:q6_k) continue ;; esac
+        case "$1:$t" in *i8mm:q4_k|*i8mm:q5_k|*i8mm:q6_k|*i8mm:iq4_xs|*i8mm:q3_k|*i8mm:q2_k) continue ;; esac
         d0=$(product "$3" "$1" "$t" file 1) d1=$(product "$3" "$1" "$t" repacked 1)
         p0=$(product "$3" "$1" "$t" file 4) p1=$(product "$3" "$1" "$t" repacked 4)
         echo "| $1 | $2 bits | $t | $d0 -> $d1 | $p0 -> $p1 |"

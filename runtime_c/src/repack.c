@@ -7,10 +7,10 @@
  * and Q6_K, and the 32-element fallback types Q5_0, IQ4_NL, Q4_1 and Q5_1,
  * 8 rows each, 16 for avx512vnni's Q4_0, Q4_K, Q5_K and Q6_K, and Q3_K,
  * Q2_K and IQ4_XS, 16 rows each in both x86 tables (measured:
- * kernels/x86/repack_*.c); NEON,
- * NEON-dotprod and NEON-i8mm the same nine types, 4 rows each
- * (kernels/neon/repack_*.c; chosen for the load pattern and instruction
- * counts, not yet timed on Arm hardware); SVE the same nine with one row
+ * kernels/x86/repack_*.c); NEON, NEON-dotprod and NEON-i8mm the same nine
+ * types and Q2_K, Q3_K and IQ4_XS, 4 rows each (kernels/neon/repack_*.c,
+ * repack_k23_neon.h; chosen for the load pattern and instruction counts,
+ * not yet timed on Arm hardware); SVE the same twelve with one row
  * per 32-bit lane of the machine's vectors (kernels/sve/repack_sve.h:
  * repack_rows is set at first use of the table, before any plan). The mapped
  * file is never written: the copy goes to the

@@ -10,9 +10,10 @@
  *
  * What must hold:
  *  - repack_rows is 4 (NEON tables) or the SVE vector's 32-bit lane count
- *    (sve), and the Q8_0/Q4_0/IQ4_NL/Q4_1/Q6_K copies are byte permutations
- *    of the file's rows (the same size; Q4_K and Q5_K re-encode their
- *    scales, Q5_K, Q5_0 and Q5_1 their qh bits, same size);
+ *    (sve), and the Q8_0/Q4_0/IQ4_NL/Q4_1/Q6_K/Q2_K/IQ4_XS copies are byte
+ *    permutations of the file's rows (the same size; Q4_K, Q5_K and Q3_K
+ *    re-encode their scales, Q5_K, Q5_0 and Q5_1 their qh bits, Q3_K
+ *    complements its hmask, same size);
  *  - integer paths exact: with every weight and activation scale 1.0 and
  *    widths whose partial sums stay below 2^24, each output is the exact
  *    integer dot product (any float order gives the same bits), for the
@@ -23,9 +24,10 @@
  *  - IQ4_NL, Q4_1, Q5_0, Q5_1 (the issue-25 fallbacks; repack_check.h's
  *    check_table_q32): bit-identical to generic's matmul on the file
  *    layout, every quant at its top in some rows, a block of -127;
- *  - Q4_K, Q5_K, Q6_K: bit-identical to generic's matmul on the file
- *    layout, with every scale and quant at its limit in some rows and
- *    super-blocks of -127 and of zero activations;
+ *  - Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS: bit-identical to generic's
+ *    matmul on the file layout, with every scale and quant at its limit
+ *    (both ends for the last three) in some rows and super-blocks of -127
+ *    and of zero activations;
  *  - every activation-row count 1..9 (SMMLA pairs padded with a zero row,
  *    tiles of 4), widths spanning more than one stack slice, 1, 3 and 5 row
  *    groups, inner row ranges [r0, r1), outputs outside them untouched,
@@ -88,15 +90,57 @@ static void check_q(const er_kernels *k, int wt, int n, int n_out, int m, int un
     free(yg);
 }
 
-/* A K-quant layout (Q4_K, Q5_K, Q6_K) against generic's matmul on the file
- * layout, bit for bit: random rows with the extremes (every scale and
- * quant at its limit) in some, activation row 1 starting with a super-block
- * of -127 and row 2 ending with a zero one (zero products reach the float
- * tail; outputs are compared as bits, signs of zero included). */
+static size_t kq_block_bytes(int wt) {
+    switch (wt) {
+    case ER_W_Q4_K: return sizeof(er_block_q4_k);
+    case ER_W_Q5_K: return sizeof(er_block_q5_k);
+    case ER_W_Q6_K: return sizeof(er_block_q6_k);
+    case ER_W_Q2_K: return sizeof(er_block_q2_k);
+    case ER_W_Q3_K: return sizeof(er_block_q3_k);
+    default: return sizeof(er_block_iq4_xs);
+    }
+}
+
+/* Random Q2_K, Q3_K or IQ4_XS rows with realistic d (and dmin); rows r % 5
+ * == 2 hold every field at its low end (Q2_K: scales and mins 0, quants 0;
+ * Q3_K: every scale -32 and quant -4; IQ4_XS: every scale -32 and grid
+ * value -127) and rows r % 5 == 4 at its top (Q2_K: scales and mins 15,
+ * quants 3; Q3_K: scales 31, quants 3; IQ4_XS: scales 31, grid 113): the
+ * largest sums the kernels' integer bounds must hold, of either sign. */
+static void random_k23(int wt, uint8_t *w, int n_out, int nb, size_t row_bytes) {
+    const size_t bs = kq_block_bytes(wt);
+    for (size_t i = 0; i < row_bytes * (size_t)n_out; i++) w[i] = (uint8_t)rnd();
+    for (int r = 0; r < n_out; r++)
+        for (int b = 0; b < nb; b++) {
+            uint8_t *blk = w + (size_t)r * row_bytes + (size_t)b * bs;
+            const er_f16 d = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+            const er_f16 dmin = er_f32_to_f16(0.0005f + 0.01f * (rndf() + 1.0f));
+            const int ext = r % 5 == 2 ? 0x00 : r % 5 == 4 ? 0xff : -1;
+            if (wt == ER_W_Q2_K) {
+                er_block_q2_k *q = (er_block_q2_k *)(void *)blk;
+                q->d = d, q->dmin = dmin;
+                if (ext >= 0) memset(q->scales, ext, sizeof q->scales), memset(q->qs, ext, sizeof q->qs);
+            } else if (wt == ER_W_Q3_K) {
+                er_block_q3_k *q = (er_block_q3_k *)(void *)blk;
+                q->d = d;
+                if (ext >= 0) memset(blk, ext, bs - sizeof(er_f16));
+            } else {
+                er_block_iq4_xs *q = (er_block_iq4_xs *)(void *)blk;
+                q->d = d;
+                if (ext >= 0) memset(blk + sizeof(er_f16), ext, bs - sizeof(er_f16));
+            }
+        }
+}
+
+/* A K-quant layout (Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS) against generic's
+ * matmul on the file layout, bit for bit: random rows with the extremes
+ * (every scale and quant at its limit) in some, activation row 1 starting
+ * with a super-block of -127 and row 2 ending with a zero one (zero
+ * products reach the float tail; outputs are compared as bits, signs of
+ * zero included). */
 static void check_kq(const er_kernels *k, int wt, int n, int n_out, int m) {
     const int nb = n / ER_QK_K;
-    const size_t bs = wt == ER_W_Q4_K ? sizeof(er_block_q4_k) : wt == ER_W_Q5_K ? sizeof(er_block_q5_k)
-                                                                                 : sizeof(er_block_q6_k);
+    const size_t bs = kq_block_bytes(wt);
     const size_t row_bytes = (size_t)nb * bs, bytes = row_bytes * (size_t)n_out;
     const size_t xs = sizeof(er_block_q8_k) * (size_t)nb + 12;
     uint8_t *w = malloc(bytes), *packed = malloc(bytes);
@@ -105,8 +149,10 @@ static void check_kq(const er_kernels *k, int wt, int n, int n_out, int m) {
     float *y = malloc(sizeof(float) * (size_t)n_out * (size_t)m), *yg = malloc(sizeof(float) * (size_t)n_out * (size_t)m);
     if (wt == ER_W_Q4_K)
         random_q4_k(w, n_out, nb, row_bytes, 5, 2, 7, 4);
-    else
+    else if (wt == ER_W_Q5_K || wt == ER_W_Q6_K)
         random_kq(wt, w, n_out, nb, row_bytes, 5, 2);
+    else
+        random_k23(wt, w, n_out, nb, row_bytes);
     for (int j = 0; j < m; j++) {
         for (int i = 0; i < n; i++) xf[i] = rndf() * (i % 97 == 0 ? 20.0f : 1.0f);
         if (j == 1)
@@ -117,8 +163,9 @@ static void check_kq(const er_kernels *k, int wt, int n, int n_out, int m) {
     }
     memset(packed, 0xA5, bytes);
     k->repack[wt](w, packed, row_bytes, n, n_out);
-    /* Q6_K moves bytes only; Q4_K/Q5_K re-encode scales and qh bits */
-    if (wt == ER_W_Q6_K) check_permutation(k, wt, n, w, packed, bytes);
+    /* Q6_K, Q2_K and IQ4_XS move bytes only; Q4_K/Q5_K/Q3_K re-encode
+     * scales (and qh or hmask bits) */
+    if (wt == ER_W_Q6_K || wt == ER_W_Q2_K || wt == ER_W_IQ4_XS) check_permutation(k, wt, n, w, packed, bytes);
 
     char what[16];
     snprintf(what, sizeof what, "wt %d", wt);
@@ -186,6 +233,14 @@ int main(void) {
                         check_kq(k, wt, ns[a], G, m);
                         if (m % 2 || a < 2) check_kq(k, wt, ns[a], 3 * G, m);
                     }
+            } else if (wt == ER_W_Q2_K || wt == ER_W_Q3_K || wt == ER_W_IQ4_XS) {
+                /* every tile height (NEON 4, SVE 2) and remainder */
+                const int ns[] = {256, 1024};
+                for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+                    for (int m = 1; m <= 9; m++) {
+                        check_kq(k, wt, ns[a], G, m);
+                        if (m == 1 || m == 2 || m == 5) check_kq(k, wt, ns[a], 3 * G, m);
+                    }
             } else if (wt == ER_W_IQ4_NL || wt == ER_W_Q4_1 || wt == ER_W_Q5_0 || wt == ER_W_Q5_1) {
                 /* 8224: more than one stack slice of activation blocks (128
                  * and 256), at the tile shapes that matter there (one row, an
@@ -215,8 +270,11 @@ int main(void) {
                     }
             }
         }
-        CHECK(layouts == 9, "%s: %d repacked layouts, want Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K",
-              k->name, layouts);
+        /* IQ4_XS's layout only where SDOT makes it pay (not "neon") */
+        const int want = strcmp(k->name, "neon") == 0 ? 11 : 12;
+        CHECK(layouts == want && (want == 12) == (k->repack_rows[ER_W_IQ4_XS] > 0),
+              "%s: %d repacked layouts, want Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K%s",
+              k->name, layouts, want == 12 ? ", IQ4_XS" : "");
         printf("table %-13s %d layouts, %d rows each %s\n", k->name, layouts, G,
                g_test_fail == fails_before ? "ok" : "FAILED");
     }

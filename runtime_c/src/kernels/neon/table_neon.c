@@ -5,8 +5,8 @@
  * core without it. They differ only in the quantized dots (widening
  * multiplies vs SDOT) and, for neon-i8mm, in the repacked prefill of the
  * 32-element types (SMMLA: Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1; its
- * repacked K-quants are the SDOT kernels, there being no SMMLA version of
- * them yet). rope (angles computed inside) stays generic: the
+ * repacked K-quants, Q2_K/Q3_K/IQ4_XS included, are the SDOT kernels,
+ * there being no SMMLA version of them yet). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
  *
  * No table does half-precision arithmetic (+fp16), though dispatch detects
@@ -23,6 +23,7 @@
  */
 #include "neon.h"
 #include "repack_neon.h"
+#include "repack_k23_neon.h"
 #include "../generic/generic.h"
 
 /* the types of issue 25 (q_more_neon.c; dequantizers generic) */
@@ -51,9 +52,18 @@
     [ER_W_Q3_K] = er_gen_dequant_q3_k, \
     [ER_W_Q2_K] = er_gen_dequant_q2_k
 
+/* IQ4_XS's 4-row layout: SDOT tables only (xs 1; repack_iq4_xs_neon.c
+ * says why the widening twin does not pay) */
+#define NEON_XS_ROWS_0
+#define NEON_XS_ROWS_1 , [ER_W_IQ4_XS] = 4
+#define NEON_XS_REPACK_0
+#define NEON_XS_REPACK_1 , [ER_W_IQ4_XS] = er_neon_repack_iq4_xs
+#define NEON_XS_MATMUL_0(p)
+#define NEON_XS_MATMUL_1(p) , [ER_W_IQ4_XS] = p##_matmul_iq4_xsx4
+
 /* p: the dots' prefix; mm: the repacked 32-element types' matmuls' (SMMLA
- * for neon-i8mm) */
-#define NEON_TABLE(tname, p, mm)                                                                               \
+ * for neon-i8mm); xs: 1 where IQ4_XS has its layout */
+#define NEON_TABLE(tname, p, mm, xs)                                                                           \
     {                                                                                                              \
         .name = tname,                                                                                             \
         .act_kind = ER_ACT_KINDS,                                                                           \
@@ -80,22 +90,25 @@
         .f16_to_f32 = er_neon_f16_to_f32,                                                                          \
         /* 4-row interleaved layouts: kernels/neon/repack_neon.h says why */                                       \
         .repack_rows = {[ER_W_Q8_0] = 4, [ER_W_Q4_0] = 4, [ER_W_Q4_K] = 4, [ER_W_Q5_K] = 4, [ER_W_Q6_K] = 4,      \
-                        [ER_W_IQ4_NL] = 4, [ER_W_Q4_1] = 4, [ER_W_Q5_0] = 4, [ER_W_Q5_1] = 4},                     \
+                        [ER_W_IQ4_NL] = 4, [ER_W_Q4_1] = 4, [ER_W_Q5_0] = 4, [ER_W_Q5_1] = 4,                      \
+                        [ER_W_Q2_K] = 4, [ER_W_Q3_K] = 4 NEON_XS_ROWS_##xs},                                      \
         .repack = {[ER_W_Q8_0] = er_neon_repack_q8_0, [ER_W_Q4_0] = er_neon_repack_q4_0,                           \
                    [ER_W_Q4_K] = er_neon_repack_q4_k, [ER_W_Q5_K] = er_neon_repack_q5_k,                           \
                    [ER_W_Q6_K] = er_neon_repack_q6_k, [ER_W_IQ4_NL] = er_neon_repack_iq4_nl,                       \
                    [ER_W_Q4_1] = er_neon_repack_q4_1, [ER_W_Q5_0] = er_neon_repack_q5_0,                           \
-                   [ER_W_Q5_1] = er_neon_repack_q5_1},                                                             \
+                   [ER_W_Q5_1] = er_neon_repack_q5_1, [ER_W_Q2_K] = er_neon_repack_q2_k,                           \
+                   [ER_W_Q3_K] = er_neon_repack_q3_k NEON_XS_REPACK_##xs},                                         \
         .matmul_repacked = {[ER_W_Q8_0] = mm##_matmul_q8_0x4, [ER_W_Q4_0] = mm##_matmul_q4_0x4,                   \
                             [ER_W_Q4_K] = p##_matmul_q4_kx4, [ER_W_Q5_K] = p##_matmul_q5_kx4,                      \
                             [ER_W_Q6_K] = p##_matmul_q6_kx4, [ER_W_IQ4_NL] = mm##_matmul_iq4_nlx4,                 \
                             [ER_W_Q4_1] = mm##_matmul_q4_1x4, [ER_W_Q5_0] = mm##_matmul_q5_0x4,                    \
-                            [ER_W_Q5_1] = mm##_matmul_q5_1x4},                                                     \
+                            [ER_W_Q5_1] = mm##_matmul_q5_1x4, [ER_W_Q2_K] = p##_matmul_q2_kx4,                     \
+                            [ER_W_Q3_K] = p##_matmul_q3_kx4 NEON_XS_MATMUL_##xs(p)},                               \
     }
 
-static const er_kernels k_neon = NEON_TABLE("neon", er_neon, er_neon);
-static const er_kernels k_neondp = NEON_TABLE("neon-dotprod", er_neondp, er_neondp);
-static const er_kernels k_neoni8 = NEON_TABLE("neon-i8mm", er_neondp, er_neoni8);
+static const er_kernels k_neon = NEON_TABLE("neon", er_neon, er_neon, 0);
+static const er_kernels k_neondp = NEON_TABLE("neon-dotprod", er_neondp, er_neondp, 1);
+static const er_kernels k_neoni8 = NEON_TABLE("neon-i8mm", er_neondp, er_neoni8, 1);
 
 const er_kernels *er_kernels_neon(void) { return &k_neon; }
 const er_kernels *er_kernels_neon_dotprod(void) { return &k_neondp; }

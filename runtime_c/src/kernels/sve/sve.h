@@ -68,5 +68,13 @@ void er_sve_matmul_q5_1xg(const er_matmul_args *a);
 void er_sve_matmul_q4_kxg(const er_matmul_args *a);
 void er_sve_matmul_q5_kxg(const er_matmul_args *a);
 void er_sve_matmul_q6_kxg(const er_matmul_args *a);
+/* Q2_K, Q3_K, IQ4_XS (neon/repack_k23_neon.h's layouts at G rows):
+ * repack_q2_k_q3_k_sve.c, repack_iq4_xs_sve.c */
+void er_sve_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_sve_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_sve_repack_iq4_xs(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_sve_matmul_q2_kxg(const er_matmul_args *a);
+void er_sve_matmul_q3_kxg(const er_matmul_args *a);
+void er_sve_matmul_iq4_xsxg(const er_matmul_args *a);
 
 #endif

@@ -4,7 +4,8 @@
  * nothing from longer vectors at these sizes). Compiled for the baseline: it
  * only stores addresses.
  *
- * Repacked layouts for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K with G = svcntw()
+ * Repacked layouts for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, the 32-element
+ * fallbacks and Q2_K, Q3_K, IQ4_XS with G = svcntw()
  * rows per group (repack_sve.h). G is the one thing in this table that
  * depends on the vector length, so repack_rows is filled once at first use,
  * on a core that has SVE (dispatch.c asks for the table only there). This table is chosen
@@ -92,12 +93,15 @@ static er_kernels k_sve = {
     .repack = {[ER_W_Q8_0] = er_sve_repack_q8_0, [ER_W_Q4_0] = er_sve_repack_q4_0, [ER_W_Q4_K] = er_sve_repack_q4_k,
                [ER_W_Q5_K] = er_sve_repack_q5_k, [ER_W_Q6_K] = er_sve_repack_q6_k,
                [ER_W_IQ4_NL] = er_sve_repack_iq4_nl, [ER_W_Q4_1] = er_sve_repack_q4_1,
-               [ER_W_Q5_0] = er_sve_repack_q5_0, [ER_W_Q5_1] = er_sve_repack_q5_1},
+               [ER_W_Q5_0] = er_sve_repack_q5_0, [ER_W_Q5_1] = er_sve_repack_q5_1,
+               [ER_W_Q2_K] = er_sve_repack_q2_k, [ER_W_Q3_K] = er_sve_repack_q3_k,
+               [ER_W_IQ4_XS] = er_sve_repack_iq4_xs},
     .matmul_repacked = {[ER_W_Q8_0] = er_sve_matmul_q8_0xg, [ER_W_Q4_0] = er_sve_matmul_q4_0xg,
                         [ER_W_Q4_K] = er_sve_matmul_q4_kxg, [ER_W_Q5_K] = er_sve_matmul_q5_kxg,
                         [ER_W_Q6_K] = er_sve_matmul_q6_kxg, [ER_W_IQ4_NL] = er_sve_matmul_iq4_nlxg,
                         [ER_W_Q4_1] = er_sve_matmul_q4_1xg, [ER_W_Q5_0] = er_sve_matmul_q5_0xg,
-                        [ER_W_Q5_1] = er_sve_matmul_q5_1xg},
+                        [ER_W_Q5_1] = er_sve_matmul_q5_1xg, [ER_W_Q2_K] = er_sve_matmul_q2_kxg,
+                        [ER_W_Q3_K] = er_sve_matmul_q3_kxg, [ER_W_IQ4_XS] = er_sve_matmul_iq4_xsxg},
 };
 
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
