@@ -34,6 +34,15 @@
 #error "i8mm_kq_neon.c needs an i8mm target (-march=armv8.2-a+dotprod+i8mm)"
 #endif
 
+/* GCC's scheduling before register allocation (on at -O2 for aarch64)
+ * hoisted the next sub-blocks' loads and SMMLA chains over the current
+ * one's and spilled: 184 stack accesses in the Q4_K tile, 521 in Q6_K's.
+ * Without it 25 and 38, and the Q4_K product executes 30% fewer
+ * instructions (scripts/kernel_insns_qemu.sh). Out-of-order cores
+ * reorder anyway. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 #define KB 16 /* super-blocks per stack slice of prepared activations (4096 elements) */
@@ -86,20 +95,31 @@ static ALWAYS_INLINE void sc_lanes(int8x16_t v, const int j4, const int sign, in
 }
 
 /* One sub-block of ns 8-element slices: w[sl][h] weight rows (2h, 2h+1)
- * of slice sl, xq the pairs' slices (ap[p].q[k] + 16 * first slice);
+ * of slice sl, as bytes (nib 0), or the low (1) or high (2) nibbles of
+ * them; off the sub-block's first slice in the pairs' super-block k;
  * isum[p][h] += its sums times s[h]. */
-static ALWAYS_INLINE void sub_block(const int8x16_t w[][2], const int ns, const kq_pair *ap, const int np, int k,
-                                    int off, const int32x4_t s[2], int32x4_t isum[NP][2]) {
-    for (int p = 0; p < np; p++) {
-        int32x4_t t0 = vdupq_n_s32(0), t1 = vdupq_n_s32(0);
+static ALWAYS_INLINE void sub_block(const int8x16_t w[][2], const int ns, const int nib, const kq_pair *ap,
+                                    const int np, int k, int off, const int32x4_t s[2], int32x4_t isum[NP][2]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    int32x4_t t[NP][2];
+    for (int p = 0; p < np; p++) t[p][0] = t[p][1] = vdupq_n_s32(0);
 #pragma GCC unroll 4
-        for (int sl = 0; sl < ns; sl++) {
-            const int8x16_t xv = vld1q_s8(ap[p].q[k] + off + 16 * sl);
-            t0 = vmmlaq_s32(t0, w[sl][0], xv);
-            t1 = vmmlaq_s32(t1, w[sl][1], xv);
+    for (int sl = 0; sl < ns; sl++) {
+        int8x16_t wv[2];
+        for (int h = 0; h < 2; h++) {
+            const uint8x16_t u = vreinterpretq_u8_s8(w[sl][h]);
+            wv[h] = nib == 1 ? vreinterpretq_s8_u8(vandq_u8(u, m4)) : nib == 2 ? vreinterpretq_s8_u8(vshrq_n_u8(u, 4))
+                                                                                : w[sl][h];
         }
-        isum[p][0] = vmlaq_s32(isum[p][0], t0, s[0]);
-        isum[p][1] = vmlaq_s32(isum[p][1], t1, s[1]);
+        for (int p = 0; p < np; p++) {
+            const int8x16_t xv = vld1q_s8(ap[p].q[k] + off + 16 * sl);
+            t[p][0] = vmmlaq_s32(t[p][0], wv[0], xv);
+            t[p][1] = vmmlaq_s32(t[p][1], wv[1], xv);
+        }
+    }
+    for (int p = 0; p < np; p++) {
+        isum[p][0] = vmlaq_s32(isum[p][0], t[p][0], s[0]);
+        isum[p][1] = vmlaq_s32(isum[p][1], t[p][1], s[1]);
     }
 }
 
@@ -109,10 +129,9 @@ static ALWAYS_INLINE int8x16_t zip_rows(int8x16_t a, int8x16_t b, const int hi) 
 }
 
 /* Q4_K (q5 = 0) and Q5_K: the tile's rows against one group of 4 weight
- * rows over super-blocks [b0, b1). */
+ * rows over super-blocks [b0, b1), two chunks per loop iteration. */
 static ALWAYS_INLINE void group_q45(const void *wg, int b0, int b1, const kq_tile *tl, const kq_pair *ap, const int np,
                                     float32x4_t acc[2 * NP], const int q5) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
     for (int i = b0; i < b1; i++) {
         const int k = i - b0;
         const er_kx4_rec w = er_kx4_rec_at(wg, i, q5);
@@ -120,33 +139,38 @@ static ALWAYS_INLINE void group_q45(const void *wg, int b0, int b1, const kq_til
         er_neon_kx4_scales(&w, sc, mn);
         int32x4_t isum[NP][2];
         for (int p = 0; p < np; p++) isum[p][0] = isum[p][1] = vdupq_n_s32(0);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            /* wz[hh][sl][h]: sub-block 2c + hh, slice sl, weight rows 2h, 2h+1 */
-            int8x16_t wz[2][4][2];
-            if (q5) {
-                int8x16_t u[2][8];
-                er_neon_kx4_unpack_chunk(&w, c, 1, u[0], u[1]);
-                for (int hh = 0; hh < 2; hh++)
-                    for (int sl = 0; sl < 4; sl++)
-                        for (int h = 0; h < 2; h++) wz[hh][sl][h] = zip_rows(u[hh][2 * sl], u[hh][2 * sl + 1], h);
-            } else {
-#pragma GCC unroll 4
-                for (int sl = 0; sl < 4; sl++) {
-                    const int8x16_t v0 = vld1q_s8((const int8_t *)w.qs + 128 * c + 32 * sl);
-                    const int8x16_t v1 = vld1q_s8((const int8_t *)w.qs + 128 * c + 32 * sl + 16);
-                    for (int h = 0; h < 2; h++) {
-                        const uint8x16_t z = vreinterpretq_u8_s8(zip_rows(v0, v1, h));
-                        wz[0][sl][h] = vreinterpretq_s8_u8(vandq_u8(z, m4));
-                        wz[1][sl][h] = vreinterpretq_s8_u8(vshrq_n_u8(z, 4));
-                    }
-                }
-            }
+#pragma GCC unroll 1
+        for (int cc = 0; cc < 2; cc++) {
+            const int8x16_t scv = vreinterpretq_s8_u8(sc[cc]);
 #pragma GCC unroll 2
-            for (int hh = 0; hh < 2; hh++) {
-                int32x4_t s[2];
-                sc_lanes(vreinterpretq_s8_u8(sc[c >> 1]), 2 * (c & 1) + hh, 0, s);
-                sub_block(wz[hh], 4, ap, np, k, 32 * (2 * c + hh) * 2, s, isum);
+            for (int c1 = 0; c1 < 2; c1++) {
+                /* chunk c: sub-blocks 2c (hh = 0) and 2c + 1 */
+                const int c = 2 * cc + c1;
+                int32x4_t s[2][2];
+                sc_lanes(scv, 2 * c1, 0, s[0]);
+                sc_lanes(scv, 2 * c1 + 1, 0, s[1]);
+                if (q5) {
+                    int8x16_t u[2][8];
+                    er_neon_kx4_unpack_chunk(&w, c, 1, u[0], u[1]);
+#pragma GCC unroll 2
+                    for (int hh = 0; hh < 2; hh++) {
+                        int8x16_t wz[4][2];
+                        for (int sl = 0; sl < 4; sl++)
+                            for (int h = 0; h < 2; h++) wz[sl][h] = zip_rows(u[hh][2 * sl], u[hh][2 * sl + 1], h);
+                        sub_block(wz, 4, 0, ap, np, k, 64 * (2 * c + hh), s[hh], isum);
+                    }
+                } else {
+                    /* the packed bytes zipped: each serves both sub-blocks */
+                    int8x16_t z[4][2];
+#pragma GCC unroll 4
+                    for (int sl = 0; sl < 4; sl++) {
+                        const int8x16_t v0 = vld1q_s8((const int8_t *)w.qs + 128 * c + 32 * sl);
+                        const int8x16_t v1 = vld1q_s8((const int8_t *)w.qs + 128 * c + 32 * sl + 16);
+                        for (int h = 0; h < 2; h++) z[sl][h] = zip_rows(v0, v1, h);
+                    }
+                    sub_block(z, 4, 1, ap, np, k, 64 * (2 * c), s[0], isum);
+                    sub_block(z, 4, 2, ap, np, k, 64 * (2 * c + 1), s[1], isum);
+                }
             }
         }
         /* back to rows in lanes, then the SDOT kernel's tail */
@@ -176,44 +200,45 @@ static ALWAYS_INLINE void group_q6(const void *wg, int b0, int b1, const kq_tile
     for (int i = b0; i < b1; i++) {
         const int k = i - b0;
         const er_blk_q6_kx4 *w = (const er_blk_q6_kx4 *)wg + i;
-        int8x16_t scv[4]; /* bytes [j][row], sub-blocks 4k..4k+3 */
-        for (int q = 0; q < 4; q++) scv[q] = vld1q_s8(w->sc + 16 * q);
         int32x4_t isum[NP][2];
         for (int p = 0; p < np; p++) isum[p][0] = isum[p][1] = vdupq_n_s32(0);
-#pragma GCC unroll 4
-        for (int hg = 0; hg < 4; hg++) {
-            const int h = hg >> 1, gh = hg & 1;
-            /* wz[q][sl][hr]: quarter q, slice sl (groups 4gh + 2sl, +1), weight rows 2hr, 2hr+1 */
-            int8x16_t wz[4][2][2];
+#pragma GCC unroll 1
+        for (int h = 0; h < 2; h++) {
 #pragma GCC unroll 2
-            for (int sl = 0; sl < 2; sl++) {
-                const int g = 4 * gh + 2 * sl;
-                const int8_t *a = (const int8_t *)w->ql + 128 * (2 * h) + 16 * g;
-                const int8_t *b = (const int8_t *)w->ql + 128 * (2 * h + 1) + 16 * g;
-                const int8_t *qh = (const int8_t *)w->qh + 128 * h + 16 * g;
-                const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16), c0 = vld1q_s8(b), c1 = vld1q_s8(b + 16);
-                const int8x16_t q0 = vld1q_s8(qh), q1 = vld1q_s8(qh + 16);
-                for (int hr = 0; hr < 2; hr++) {
-                    int8x16_t u[4];
-                    er_neon_q6x4_unpack(vreinterpretq_u8_s8(zip_rows(a0, a1, hr)),
-                                        vreinterpretq_u8_s8(zip_rows(c0, c1, hr)),
-                                        vreinterpretq_u8_s8(zip_rows(q0, q1, hr)), u);
-                    for (int q = 0; q < 4; q++) wz[q][sl][hr] = u[q];
+            for (int gh = 0; gh < 2; gh++) {
+                /* wz[q][sl][hr]: quarter q, slice sl (groups 4gh + 2sl, +1), weight rows 2hr, 2hr+1 */
+                int8x16_t wz[4][2][2];
+#pragma GCC unroll 2
+                for (int sl = 0; sl < 2; sl++) {
+                    const int g = 4 * gh + 2 * sl;
+                    const int8_t *a = (const int8_t *)w->ql + 128 * (2 * h) + 16 * g;
+                    const int8_t *b = (const int8_t *)w->ql + 128 * (2 * h + 1) + 16 * g;
+                    const int8_t *qh = (const int8_t *)w->qh + 128 * h + 16 * g;
+                    const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16), c0 = vld1q_s8(b), c1 = vld1q_s8(b + 16);
+                    const int8x16_t q0 = vld1q_s8(qh), q1 = vld1q_s8(qh + 16);
+                    for (int hr = 0; hr < 2; hr++) {
+                        int8x16_t u[4];
+                        er_neon_q6x4_unpack(vreinterpretq_u8_s8(zip_rows(a0, a1, hr)),
+                                            vreinterpretq_u8_s8(zip_rows(c0, c1, hr)),
+                                            vreinterpretq_u8_s8(zip_rows(q0, q1, hr)), u);
+                        for (int q = 0; q < 4; q++) wz[q][sl][hr] = u[q];
+                    }
                 }
-            }
 #pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) {
-                const int sb = 8 * h + 2 * q + gh;
-                int32x4_t s[2];
-                sc_lanes(scv[sb >> 2], sb & 3, 1, s);
-                sub_block(wz[q], 2, ap, np, k, 32 * sb, s, isum);
+                for (int q = 0; q < 4; q++) {
+                    /* sub-block 8h + 2q + gh: byte row 2q + gh of the scales' vector 2h + q / 2 */
+                    int32x4_t s[2];
+                    sc_lanes(vld1q_s8(w->sc + 16 * (2 * h + (q >> 1))), 2 * (q & 1) + gh, 1, s);
+                    sub_block(wz[q], 2, 0, ap, np, k, 32 * (8 * h + 2 * q + gh), s, isum);
+                }
             }
         }
         /* back to rows in lanes, then the SDOT kernel's offset and tail */
         int16x8_t s16[8];
         for (int q = 0; q < 4; q++) {
-            s16[2 * q] = vmovl_s8(vget_low_s8(scv[q]));
-            s16[2 * q + 1] = vmovl_high_s8(scv[q]);
+            const int8x16_t v = vld1q_s8(w->sc + 16 * q); /* bytes [j][row], sub-blocks 4q..4q+3 */
+            s16[2 * q] = vmovl_s8(vget_low_s8(v));
+            s16[2 * q + 1] = vmovl_high_s8(v);
         }
         const float32x4_t dw = er_neon_load_d4(w->d);
         for (int p = 0; p < np; p++)
