@@ -46,7 +46,7 @@
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 #define KB 16 /* super-blocks per stack slice of prepared activations (4096 elements) */
-#define NP 2  /* activation row pairs per tile */
+#define NP 4  /* activation row pairs per tile */
 
 /* One activation row pair's quants, per super-block the two rows
  * interleaved in 8-byte slices: slice s (elements 8s..8s+7) is row 0's 8
@@ -128,6 +128,24 @@ static ALWAYS_INLINE int8x16_t zip_rows(int8x16_t a, int8x16_t b, const int hi) 
     return vreinterpretq_s8_s32(hi ? vzip2q_s32(a32, b32) : vzip1q_s32(a32, b32));
 }
 
+/* Q5_K chunk c's half hh (0: the low nibbles, sub-block 2c; 1: the high,
+ * 2c + 1) as er_neon_kx4_unpack_chunk makes it, one half at a time: both
+ * at once kept 16 vectors live beside the 8-row tile's 16 accumulators,
+ * and the compiler spilled. */
+static ALWAYS_INLINE void unpack_q5_half(const er_kx4_rec *w, const int c, const int hh, int8x16_t u[8]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    uint8x16_t f[2];
+    for (int k = 0; k < 2; k++) {
+        f[k] = vld1q_u8(w->qh + 32 * c + 16 * k);
+        if (!hh) f[k] = vshlq_n_u8(f[k], 4); /* low nibbles' bits to 4-7 */
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        const uint8x16_t v = vld1q_u8(w->qs + 128 * c + 16 * g), t = er_neon_kx4_top_field(f[g >> 2], g & 3);
+        u[g] = vreinterpretq_s8_u8(hh ? vsriq_n_u8(t, v, 4) : vbslq_u8(m4, v, t));
+    }
+}
+
 /* Q4_K (q5 = 0) and Q5_K: the tile's rows against one group of 4 weight
  * rows over super-blocks [b0, b1), two chunks per loop iteration. */
 static ALWAYS_INLINE void group_q45(const void *wg, int b0, int b1, const kq_tile *tl, const kq_pair *ap, const int np,
@@ -150,13 +168,12 @@ static ALWAYS_INLINE void group_q45(const void *wg, int b0, int b1, const kq_til
                 sc_lanes(scv, 2 * c1, 0, s[0]);
                 sc_lanes(scv, 2 * c1 + 1, 0, s[1]);
                 if (q5) {
-                    int8x16_t u[2][8];
-                    er_neon_kx4_unpack_chunk(&w, c, 1, u[0], u[1]);
 #pragma GCC unroll 2
                     for (int hh = 0; hh < 2; hh++) {
-                        int8x16_t wz[4][2];
+                        int8x16_t u[8], wz[4][2];
+                        unpack_q5_half(&w, c, hh, u);
                         for (int sl = 0; sl < 4; sl++)
-                            for (int h = 0; h < 2; h++) wz[sl][h] = zip_rows(u[hh][2 * sl], u[hh][2 * sl + 1], h);
+                            for (int h = 0; h < 2; h++) wz[sl][h] = zip_rows(u[2 * sl], u[2 * sl + 1], h);
                         sub_block(wz, 4, 0, ap, np, k, 64 * (2 * c + hh), s[hh], isum);
                     }
                 } else {
@@ -221,7 +238,7 @@ static ALWAYS_INLINE void group_q6(const void *wg, int b0, int b1, const kq_tile
                         er_neon_q6x4_unpack(vreinterpretq_u8_s8(zip_rows(a0, a1, hr)),
                                             vreinterpretq_u8_s8(zip_rows(c0, c1, hr)),
                                             vreinterpretq_u8_s8(zip_rows(q0, q1, hr)), u);
-                        for (int q = 0; q < 4; q++) wz[q][sl][hr] = u[q];
+                        for (int q = 0; q < 4; q++) wz[q][sl][hr] = vsubq_s8(u[q], vdupq_n_s8(32));
                     }
                 }
 #pragma GCC unroll 4
@@ -233,13 +250,8 @@ static ALWAYS_INLINE void group_q6(const void *wg, int b0, int b1, const kq_tile
                 }
             }
         }
-        /* back to rows in lanes, then the SDOT kernel's offset and tail */
-        int16x8_t s16[8];
-        for (int q = 0; q < 4; q++) {
-            const int8x16_t v = vld1q_s8(w->sc + 16 * q); /* bytes [j][row], sub-blocks 4q..4q+3 */
-            s16[2 * q] = vmovl_s8(vget_low_s8(v));
-            s16[2 * q + 1] = vmovl_high_s8(v);
-        }
+        /* back to rows in lanes, then er_kq_accum(sum, d, 0, x.d, isum, 0)
+         * as the SDOT kernel's tail */
         const float32x4_t dw = er_neon_load_d4(w->d);
         for (int p = 0; p < np; p++)
             for (int e = 0; e < 2; e++) {
@@ -247,10 +259,7 @@ static ALWAYS_INLINE void group_q6(const void *wg, int b0, int b1, const kq_tile
                 if (j >= tl->rows) break;
                 const er_block_q8_k *xb = (const er_block_q8_k *)(const void *)(tl->x + (size_t)j * tl->xs) + i;
                 const int32x4_t is = e ? vuzp2q_s32(isum[p][0], isum[p][1]) : vuzp1q_s32(isum[p][0], isum[p][1]);
-                int32x4_t off = er_neon_kx4_lanes8(vdupq_n_s32(0), s16[0], s16[1], s16[2], s16[3], vld1q_s16(xb->bsums));
-                off = er_neon_kx4_lanes8(off, s16[4], s16[5], s16[6], s16[7], vld1q_s16(xb->bsums + 8));
-                acc[j] = er_neon_kx4_accum(acc[j], dw, vdupq_n_f32(0.0f), xb->d, vsubq_s32(is, vshlq_n_s32(off, 5)),
-                                           vdupq_n_s32(0));
+                acc[j] = er_neon_kx4_accum(acc[j], dw, vdupq_n_f32(0.0f), xb->d, is, vdupq_n_s32(0));
             }
     }
 }
@@ -266,8 +275,10 @@ typedef void (*kq_group_fn)(const void *wg, int b0, int b1, const kq_tile *tl, c
         float32x4_t acc[2 * NP];                                                                                 \
         for (int j = 0; j < 2 * NP; j++)                                                                         \
             acc[j] = from_y && j < tl->rows ? vld1q_f32(y + (size_t)j * ys) : vdupq_n_f32(0.0f);                 \
-        if (tl->rows > 2)                                                                                        \
+        if (tl->rows > 4)                                                                                        \
             body(NP);                                                                                            \
+        else if (tl->rows > 2)                                                                                   \
+            body(2);                                                                                             \
         else                                                                                                     \
             body(1);                                                                                             \
         for (int j = 0; j < tl->rows; j++) vst1q_f32(y + (size_t)j * ys, acc[j]);                                \
@@ -281,12 +292,15 @@ KQ_GROUP(group_fn_q6, BODY_Q6)
 
 /* a->w: the repacked matrix of rec_bytes records; rows [r0, r1) with r0
  * and r1 - r0 multiples of 4. Loops as i8mm_neon.c's: a stack slice of
- * super-blocks, rows in passes of about 64 KiB of weights, activation tiles
- * of 2 NP rows prepared once per pass. */
+ * super-blocks, rows in passes, activation tiles of 2 NP rows prepared
+ * once per pass. A pass reads its rows' records of one slice only, so it
+ * takes as many rows as make about 64 KiB of those (at n >= 4096, Q4_K: 28
+ * rows, where 64 KiB of whole rows would be 12 at n = 8192, and the
+ * preparation would cost 12% of the pass rather than 5%). */
 static void matmul_kq(const er_matmul_args *a, size_t rec_bytes, kq_group_fn group) {
     const int nb = a->n / ER_QK_K;
-    const size_t group_bytes = (size_t)nb * rec_bytes;
-    const int chunk = 4 * (group_bytes < 65536 ? (int)(65536 / group_bytes) : 1);
+    const size_t group_bytes = (size_t)nb * rec_bytes, pass_bytes = (size_t)(nb < KB ? nb : KB) * rec_bytes;
+    const int chunk = 4 * (pass_bytes < 65536 ? (int)(65536 / pass_bytes) : 1);
     kq_pair ap[NP];
     for (int b0 = 0; b0 < nb; b0 += KB) {
         const int b1 = nb - b0 < KB ? nb : b0 + KB;

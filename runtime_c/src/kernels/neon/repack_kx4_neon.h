@@ -91,7 +91,8 @@ static inline __attribute__((always_inline)) uint8x16_t er_neon_kx4_top_field(ui
  * field, BSL's select into the field), never the loaded nibbles, which
  * both halves read: a merge into the nibbles (SLI) made the compiler copy
  * them first, a move per 16 weights. */
-static inline __attribute__((always_inline)) void er_neon_kx4_unpack_chunk(const er_kx4_rec *w, const int c, const int q5, int8x16_t lo[8], int8x16_t hi[8]) {
+static inline __attribute__((always_inline)) void er_neon_kx4_unpack_chunk(const er_kx4_rec *w, const int c, const int q5,
+                                                                         int8x16_t lo[8], int8x16_t hi[8]) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     uint8x16_t h[2] = {m4, m4}, l[2] = {m4, m4};
     if (q5)
