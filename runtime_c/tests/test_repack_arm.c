@@ -186,6 +186,12 @@ int main(void) {
                         check_kq(k, wt, ns[a], G, m);
                         if (m % 2 || a < 2) check_kq(k, wt, ns[a], 3 * G, m);
                     }
+                /* 64 rows: more than one pass of rows per slice of
+                 * activations (24 rows for the SDOT kernels at n = 4352, 28
+                 * for SMMLA's), in tiles of 6 (run as 8 with a zero pair)
+                 * and of 8 and 1 */
+                if (G <= 16)
+                    for (int m = 6; m <= 9; m += 3) check_kq(k, wt, 4352, 64, m);
             } else if (wt == ER_W_IQ4_NL || wt == ER_W_Q4_1 || wt == ER_W_Q5_0 || wt == ER_W_Q5_1) {
                 /* 8224: more than one stack slice of activation blocks (128
                  * and 256), at the tile shapes that matter there (one row, an

@@ -36,10 +36,11 @@
 
 /* GCC's scheduling before register allocation (on at -O2 for aarch64)
  * hoisted the next sub-blocks' loads and SMMLA chains over the current
- * one's and spilled: 184 stack accesses in the Q4_K tile, 521 in Q6_K's.
- * Without it 25 and 38, and the Q4_K product executes 30% fewer
- * instructions (scripts/kernel_insns_qemu.sh). Out-of-order cores
- * reorder anyway. */
+ * one's and spilled: 184 stack accesses in the Q4_K tile, 521 in Q6_K's
+ * (4-row tiles). Without it 25 and 38, and a 4-row Q4_K product went from
+ * 108k to 76k instructions (scripts/kernel_insns_qemu.sh, with the
+ * chunks two per loop iteration rather than all four unrolled).
+ * Out-of-order cores reorder anyway. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-schedule-insns")
 #endif
@@ -50,26 +51,32 @@
 
 /* One activation row pair's quants, per super-block the two rows
  * interleaved in 8-byte slices: slice s (elements 8s..8s+7) is row 0's 8
- * bytes then row 1's, at 16 s. A missing second row is zeros. Scales and
+ * bytes then row 1's, at 16 s. A missing row is zeros. Scales and
  * bsums are read from the Q8_K rows themselves. */
 typedef struct {
     int8_t q[KB][2 * ER_QK_K];
 } kq_pair;
 
-static ALWAYS_INLINE void prep_pair(const unsigned char *x, size_t xs, int rows, int b0, int b1, kq_pair *p) {
-    const er_block_q8_k *x0 = (const er_block_q8_k *)(const void *)x;
-    const er_block_q8_k *x1 = rows > 1 ? (const er_block_q8_k *)(const void *)(x + xs) : NULL;
+/* rows (1..2 NP): the tile's rows from x on; pair p takes rows 2p and
+ * 2p + 1, zeros for those past rows (a tile of 5 or 6 rows runs as 8). */
+static void prep_pair(const unsigned char *x, size_t xs, int rows, int p, int b0, int b1, kq_pair *out) {
+    const er_block_q8_k *x0 = 2 * p < rows ? (const er_block_q8_k *)(const void *)(x + (size_t)(2 * p) * xs) : NULL;
+    const er_block_q8_k *x1 =
+        2 * p + 1 < rows ? (const er_block_q8_k *)(const void *)(x + (size_t)(2 * p + 1) * xs) : NULL;
     for (int b = b0; b < b1; b++) {
-        int8_t *o = p->q[b - b0];
+        int8_t *o = out->q[b - b0];
 #pragma GCC unroll 4
         for (int s = 0; s < ER_QK_K / 16; s++) {
-            const int64x2_t a = vreinterpretq_s64_s8(vld1q_s8(x0[b].qs + 16 * s));
+            const int64x2_t a = x0 ? vreinterpretq_s64_s8(vld1q_s8(x0[b].qs + 16 * s)) : vdupq_n_s64(0);
             const int64x2_t c = x1 ? vreinterpretq_s64_s8(vld1q_s8(x1[b].qs + 16 * s)) : vdupq_n_s64(0);
             vst1q_s8(o + 32 * s, vreinterpretq_s8_s64(vzip1q_s64(a, c)));
             vst1q_s8(o + 32 * s + 16, vreinterpretq_s8_s64(vzip2q_s64(a, c)));
         }
     }
 }
+
+/* pairs of a tile of rows: KQ_GROUP's cases */
+static int tile_pairs(int rows) { return rows > 4 ? NP : rows > 2 ? 2 : 1; }
 
 /* The output tile: acc[j] activation row j, lane r weight row r (the SDOT
  * kernels' order). */
@@ -211,7 +218,12 @@ static ALWAYS_INLINE void group_q45(const void *wg, int b0, int b1, const kq_til
 
 /* Q6_K: the tile's rows against one group of 4 weight rows over
  * super-blocks [b0, b1). Sub-block 8h + 2q + gh (16 elements) is quarter q
- * of groups g = 4gh..4gh+3 of half h (repack_q6_k_neon.c). */
+ * of groups g = 4gh..4gh+3 of half h (repack_q6_k_neon.c). The quants are
+ * centred (q - 32, as generic sums them; SMMLA takes signed bytes): one
+ * subtraction per 16 weights of 4 rows, shared by the tile's rows, where
+ * the SDOT kernel's offset term 32 sum_j scale_j bsums_j costs 16
+ * multiply-adds per activation row and super-block (13% of an 8-row
+ * product, 5% of a 4-row one). */
 static ALWAYS_INLINE void group_q6(const void *wg, int b0, int b1, const kq_tile *tl, const kq_pair *ap, const int np,
                                    float32x4_t acc[2 * NP]) {
     for (int i = b0; i < b1; i++) {
@@ -275,9 +287,9 @@ typedef void (*kq_group_fn)(const void *wg, int b0, int b1, const kq_tile *tl, c
         float32x4_t acc[2 * NP];                                                                                 \
         for (int j = 0; j < 2 * NP; j++)                                                                         \
             acc[j] = from_y && j < tl->rows ? vld1q_f32(y + (size_t)j * ys) : vdupq_n_f32(0.0f);                 \
-        if (tl->rows > 4)                                                                                        \
+        if (tile_pairs(tl->rows) == NP)                                                                          \
             body(NP);                                                                                            \
-        else if (tl->rows > 2)                                                                                   \
+        else if (tile_pairs(tl->rows) == 2)                                                                      \
             body(2);                                                                                             \
         else                                                                                                     \
             body(1);                                                                                             \
@@ -309,8 +321,7 @@ static void matmul_kq(const er_matmul_args *a, size_t rec_bytes, kq_group_fn gro
             for (int j0 = 0; j0 < a->m; j0 += 2 * NP) {
                 const kq_tile tl = {(const unsigned char *)a->x + (size_t)j0 * a->x_stride, a->x_stride,
                                     a->m - j0 < 2 * NP ? a->m - j0 : 2 * NP};
-                for (int p = 0; 2 * p < tl.rows; p++)
-                    prep_pair(tl.x + (size_t)(2 * p) * tl.xs, tl.xs, tl.rows - 2 * p, b0, b1, &ap[p]);
+                for (int p = 0; p < tile_pairs(tl.rows); p++) prep_pair(tl.x, tl.xs, tl.rows, p, b0, b1, &ap[p]);
                 for (int r = c0; r < c1; r += 4)
                     group((const unsigned char *)a->w + (size_t)(r / 4) * group_bytes, b0, b1, &tl, ap,
                           a->y + (size_t)j0 * a->y_stride + (size_t)r, a->y_stride, b0 != 0);
