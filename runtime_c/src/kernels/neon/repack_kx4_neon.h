@@ -2,8 +2,10 @@
  * repack_kx4_neon.h — what the K-quant kernels on the 4-row interleaved
  * layouts (repack_q4_k_q5_k_neon.c, repack_q6_k_neon.c) share: the loops
  * over row chunks, activation tiles and row groups, the per-tile-height
- * dispatch, and the sub-block-scale times activation-sum step (Q4_K/Q5_K's
- * mins, Q6_K's offset of 32). Include only from NEON kernel files.
+ * dispatch, the sub-block-scale times activation-sum step (Q4_K/Q5_K's
+ * mins, Q6_K's offset of 32), and the records' scale decoding and
+ * unpacking, which the SMMLA prefill (i8mm_kq_neon.c) shares with them.
+ * Include only from NEON kernel files.
  */
 #ifndef ER_KERNELS_REPACK_KX4_NEON_H
 #define ER_KERNELS_REPACK_KX4_NEON_H
@@ -91,8 +93,9 @@ static inline __attribute__((always_inline)) uint8x16_t er_neon_kx4_top_field(ui
  * field, BSL's select into the field), never the loaded nibbles, which
  * both halves read: a merge into the nibbles (SLI) made the compiler copy
  * them first, a move per 16 weights. */
-static inline __attribute__((always_inline)) void er_neon_kx4_unpack_chunk(const er_kx4_rec *w, const int c, const int q5,
-                                                                         int8x16_t lo[8], int8x16_t hi[8]) {
+static inline __attribute__((always_inline)) void er_neon_kx4_unpack_chunk(const er_kx4_rec *w, const int c,
+                                                                         const int q5, int8x16_t lo[8],
+                                                                         int8x16_t hi[8]) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     uint8x16_t h[2] = {m4, m4}, l[2] = {m4, m4};
     if (q5)
