@@ -188,10 +188,10 @@ int main(void) {
                     }
                 /* 64 rows: more than one pass of rows per slice of
                  * activations (24 rows for the SDOT kernels at n = 4352, 28
-                 * for SMMLA's), in tiles of 6 (run as 8 with a zero pair)
-                 * and of 8 and 1 */
+                 * for SMMLA's), in SMMLA's tiles of 6 rows, of 8 and 1 and
+                 * of 8 and 4 (3, 4 + 1 and 4 + 2 row pairs) */
                 if (G <= 16)
-                    for (int m = 6; m <= 9; m += 3) check_kq(k, wt, 4352, 64, m);
+                    for (int m = 6; m <= 12; m += 3) check_kq(k, wt, 4352, 64, m);
             } else if (wt == ER_W_IQ4_NL || wt == ER_W_Q4_1 || wt == ER_W_Q5_0 || wt == ER_W_Q5_1) {
                 /* 8224: more than one stack slice of activation blocks (128
                  * and 256), at the tile shapes that matter there (one row, an

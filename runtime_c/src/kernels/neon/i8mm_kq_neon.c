@@ -23,6 +23,20 @@
  * (Q6_K) and er_kq_accum's float tail are the SDOT kernels' statements:
  * bit-identical to generic, super-blocks in order (a later stack slice of
  * activations continues the outputs it left in y).
+ *
+ * Tiles of 8 activation rows (4 pairs) share each record's unpacking,
+ * zips and scale decoding (a last tile of fewer rows, as many pairs as
+ * it needs). What it pays, instructions per 64 x 2048 product
+ * (scripts/kernel_insns_qemu.sh, qemu -cpu max, gcc 12 -O3), against the
+ * SDOT kernels on the same layout (themselves without pre-RA scheduling,
+ * see below):
+ *   8 rows: Q4_K 163.8k -> 134.6k, Q5_K 191.5k -> 157.2k, Q6_K 225.4k -> 172.0k
+ *   6 rows: Q4_K 131.1k -> 126.3k, Q5_K 158.8k -> 148.9k, Q6_K 181.2k -> 167.2k
+ *   4 rows: Q4_K 82.6k -> 76.8k, Q5_K 96.5k -> 97.3k, Q6_K 112.3k -> 107.4k
+ *   2 rows: Q4_K 49.9k -> 50.9k, Q5_K 63.8k -> 70.1k, Q6_K 68.1k -> 77.9k
+ * so a call of fewer than 4 rows (Q5_K: 5) stays with SDOT; a larger
+ * call's last tile of 1-3 rows takes SMMLA, its weights being in cache
+ * from the tiles before (a second SDOT pass would read them again).
  * Speed on real Arm cores is unmeasured (developed under qemu -cpu max).
  */
 #include "neon.h"
@@ -58,7 +72,7 @@ typedef struct {
 } kq_pair;
 
 /* rows (1..2 NP): the tile's rows from x on; pair p takes rows 2p and
- * 2p + 1, zeros for those past rows (a tile of 5 or 6 rows runs as 8). */
+ * 2p + 1, zeros for one past rows. */
 static void prep_pair(const unsigned char *x, size_t xs, int rows, int p, int b0, int b1, kq_pair *out) {
     const er_block_q8_k *x0 = 2 * p < rows ? (const er_block_q8_k *)(const void *)(x + (size_t)(2 * p) * xs) : NULL;
     const er_block_q8_k *x1 =
@@ -76,7 +90,7 @@ static void prep_pair(const unsigned char *x, size_t xs, int rows, int p, int b0
 }
 
 /* pairs of a tile of rows: KQ_GROUP's cases */
-static int tile_pairs(int rows) { return rows > 4 ? NP : rows > 2 ? 2 : 1; }
+static int tile_pairs(int rows) { return (rows + 1) / 2; }
 
 /* The output tile: acc[j] activation row j, lane r weight row r (the SDOT
  * kernels' order). */
@@ -287,12 +301,12 @@ typedef void (*kq_group_fn)(const void *wg, int b0, int b1, const kq_tile *tl, c
         float32x4_t acc[2 * NP];                                                                                 \
         for (int j = 0; j < 2 * NP; j++)                                                                         \
             acc[j] = from_y && j < tl->rows ? vld1q_f32(y + (size_t)j * ys) : vdupq_n_f32(0.0f);                 \
-        if (tile_pairs(tl->rows) == NP)                                                                          \
-            body(NP);                                                                                            \
-        else if (tile_pairs(tl->rows) == 2)                                                                      \
-            body(2);                                                                                             \
-        else                                                                                                     \
-            body(1);                                                                                             \
+        switch (tile_pairs(tl->rows)) {                                                                          \
+        case 1: body(1); break;                                                                                  \
+        case 2: body(2); break;                                                                                  \
+        case 3: body(3); break;                                                                                  \
+        default: body(NP); break;                                                                                \
+        }                                                                                                        \
         for (int j = 0; j < tl->rows; j++) vst1q_f32(y + (size_t)j * ys, acc[j]);                                \
     }
 #define BODY_Q4(np) group_q45(wg, b0, b1, tl, ap, np, acc, 0)
@@ -330,23 +344,23 @@ static void matmul_kq(const er_matmul_args *a, size_t rec_bytes, kq_group_fn gro
     }
 }
 
-/* One activation row goes to the SDOT kernel on the same layout. Every
- * row's outputs are generic's bits either way, so a batched step's m_one
- * rows (kernels.h) need no split. */
+/* Calls of fewer rows than pay (the header's counts) go to the SDOT
+ * kernel on the same layout. Every row's outputs are generic's bits
+ * either way, so a batched step's m_one rows (kernels.h) need no split. */
 void er_neoni8_matmul_q4_kx4(const er_matmul_args *a) {
-    if (a->m < 2)
+    if (a->m < 4)
         er_neondp_matmul_q4_kx4(a);
     else
         matmul_kq(a, sizeof(er_blk_q4_kx4), group_fn_q4);
 }
 void er_neoni8_matmul_q5_kx4(const er_matmul_args *a) {
-    if (a->m < 2)
+    if (a->m < 5)
         er_neondp_matmul_q5_kx4(a);
     else
         matmul_kq(a, sizeof(er_blk_q5_kx4), group_fn_q5);
 }
 void er_neoni8_matmul_q6_kx4(const er_matmul_args *a) {
-    if (a->m < 2)
+    if (a->m < 4)
         er_neondp_matmul_q6_kx4(a);
     else
         matmul_kq(a, sizeof(er_blk_q6_kx4), group_fn_q6);
