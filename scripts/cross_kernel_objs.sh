@@ -9,7 +9,7 @@
 # failed at compile):
 #   neon/*.c except the table and i8mm   baseline armv8-a, ER_NEON_DOTPROD=0
 #   those of them that test ER_NEON_DOTPROD   again with +dotprod, =1 (the SDOT twins)
-#   neon/i8mm_neon.c                     +dotprod+i8mm
+#   neon/i8mm_*.c                        +dotprod+i8mm
 #   sve/*.c except the table             +sve
 # The tables (table_*.c) only store addresses and are compiled with the
 # baseline sources by the caller. compile_kernel_objs needs CFLAGS, BUILD, K.
@@ -28,13 +28,15 @@ compile() { # out.o flags... src
 compile_kernel_objs() {
     for src in "$K"/neon/*.c; do
         base=$(basename "$src" .c)
-        case $base in table_neon|i8mm_neon) continue ;; esac
+        case $base in table_neon|i8mm_*) continue ;; esac
         compile "neon_$base.o" -DER_NEON_DOTPROD=0 "$src"
         if grep -q ER_NEON_DOTPROD "$src"; then
             compile "neondp_$base.o" -march=armv8.2-a+dotprod -DER_NEON_DOTPROD=1 "$src"
         fi
     done
-    compile neoni8.o -march=armv8.2-a+dotprod+i8mm "$K/neon/i8mm_neon.c"
+    for src in "$K"/neon/i8mm_*.c; do
+        compile "neoni8_$(basename "$src" .c).o" -march=armv8.2-a+dotprod+i8mm "$src"
+    done
     for src in "$K"/sve/*.c; do
         base=$(basename "$src" .c)
         [ "$base" = table_sve ] && continue

@@ -233,6 +233,12 @@ int main(void) {
                         check_kq(k, wt, ns[a], G, m);
                         if (m % 2 || a < 2) check_kq(k, wt, ns[a], 3 * G, m);
                     }
+                /* 64 rows: more than one pass of rows per slice of
+                 * activations (24 rows for the SDOT kernels at n = 4352, 28
+                 * for SMMLA's), in SMMLA's tiles of 6 rows, of 8 and 1 and
+                 * of 8 and 4 (3, 4 + 1 and 4 + 2 row pairs) */
+                if (G <= 16)
+                    for (int m = 6; m <= 12; m += 3) check_kq(k, wt, 4352, 64, m);
             } else if (wt == ER_W_Q2_K || wt == ER_W_Q3_K || wt == ER_W_IQ4_XS) {
                 /* every tile height (NEON 4, SVE 2) and remainder */
                 const int ns[] = {256, 1024};

@@ -172,6 +172,10 @@ void er_neoni8_matmul_iq4_nlx4(const er_matmul_args *a);
 void er_neoni8_matmul_q4_1x4(const er_matmul_args *a);
 void er_neoni8_matmul_q5_0x4(const er_matmul_args *a);
 void er_neoni8_matmul_q5_1x4(const er_matmul_args *a);
+/* i8mm_kq_neon.c: the same for the K-quants */
+void er_neoni8_matmul_q4_kx4(const er_matmul_args *a);
+void er_neoni8_matmul_q5_kx4(const er_matmul_args *a);
+void er_neoni8_matmul_q6_kx4(const er_matmul_args *a);
 
 /* The 32-element records by kind (repack_load_neon.h loads them; the SVE
  * layouts are the same fields with G rows): the integer each weight becomes,

@@ -46,90 +46,25 @@
 #define FN(name) er_neon_##name
 #endif
 
+/* no pre-RA scheduling under GCC: i8mm_kq_neon.c says why. Here it cut
+ * the stack accesses (gcc 12 -O3, +dotprod) from 1451 to 193 (Q4_K/Q5_K)
+ * and 799 to 102 (Q6_K), and the instructions of a 64 x 2048 product
+ * (scripts/kernel_insns_qemu.sh) by 5-14% at m = 1 and 40% at m = 4. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define MT ER_KX4_MT
-
-/* Sub-block scale j4 of 4 rows as int32 (bytes [j][row] in sc, j = 0..3). */
-static ALWAYS_INLINE int32x4_t sc32(uint8x16_t sc, const int j4) {
-    const uint16x8_t h = (j4 & 2) ? vmovl_high_u8(sc) : vmovl_u8(vget_low_u8(sc));
-    return vreinterpretq_s32_u32((j4 & 1) ? vmovl_high_u16(h) : vmovl_u16(vget_low_u16(h)));
-}
-
-/* The fields of record i of either layout (qh: Q5_K only). */
-typedef struct {
-    const er_f16 *d, *dmin;
-    const uint8_t *sl, *sh, *qh, *qs;
-} kx4_rec;
-
-static ALWAYS_INLINE kx4_rec rec_at(const void *wg, int i, const int q5) {
-    kx4_rec r;
-    if (q5) {
-        const er_blk_q5_kx4 *w = (const er_blk_q5_kx4 *)wg + i;
-        r = (kx4_rec){w->d, w->dmin, w->sl, w->sh, w->qh, w->qs};
-    } else {
-        const er_blk_q4_kx4 *w = (const er_blk_q4_kx4 *)wg + i;
-        r = (kx4_rec){w->d, w->dmin, w->sl, w->sh, NULL, w->qs};
-    }
-    return r;
-}
-
-/* The top field SRI (hi) or BSL (lo) merges with a nibble, from a qh
- * vector x holding it at bit 4 + gg: bit 4 + gg moved to bit 4, bits 5-7
- * clear (bits 0-3 are not read). Literal shifts: the instructions encode
- * them, and clang wants constant expressions even where inlining would
- * make gg one. */
-static ALWAYS_INLINE uint8x16_t top_field(uint8x16_t x, const int gg) {
-    const uint8x16_t b4 = vdupq_n_u8(0x10);
-    switch (gg) {
-    case 1: return vandq_u8(vshrq_n_u8(x, 1), b4);
-    case 2: return vandq_u8(vshrq_n_u8(x, 2), b4);
-    case 3: return vshrq_n_u8(x, 3); /* the shift clears bits 5-7 */
-    default: return vandq_u8(x, b4);
-    }
-}
-
-/* Chunk c's weights, 4 rows: lo[g] elements 64c+4g.. (sub-block 2c), hi[g]
- * elements 64c+32+4g.. (2c+1), unsigned (Q4_K 0..15, Q5_K 0..31). Q5_K's
- * fifth bits of chunk c are in qh[c][0] (g = 0..3) and qh[c][1] (g = 4..7),
- * a byte holding lo[g]'s bit at bit g & 3 and hi[g]'s at bit 4 + (g & 3)
- * (repack_neon.h). Every merge writes a fresh temporary (SRI into the
- * field, BSL's select into the field), never the loaded nibbles, which
- * both halves read: a merge into the nibbles (SLI) made the compiler copy
- * them first, a move per 16 weights. */
-static ALWAYS_INLINE void unpack_chunk(const kx4_rec *w, const int c, const int q5, int8x16_t lo[8], int8x16_t hi[8]) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    uint8x16_t h[2] = {m4, m4}, l[2] = {m4, m4};
-    if (q5)
-        for (int k = 0; k < 2; k++) {
-            h[k] = vld1q_u8(w->qh + 32 * c + 16 * k);
-            l[k] = vshlq_n_u8(h[k], 4); /* lo bits to 4-7 */
-        }
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-        const uint8x16_t v = vld1q_u8(w->qs + 128 * c + 16 * g);
-        if (q5) {
-            hi[g] = vreinterpretq_s8_u8(vsriq_n_u8(top_field(h[g >> 2], g & 3), v, 4));
-            lo[g] = vreinterpretq_s8_u8(vbslq_u8(m4, v, top_field(l[g >> 2], g & 3)));
-        } else {
-            lo[g] = vreinterpretq_s8_u8(vandq_u8(v, m4));
-            hi[g] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-        }
-    }
-}
 
 /* One group of 4 weight rows against mt (1..4) activation rows over all
  * super-blocks: acc[j] (lane r = weight row r) += ... */
 static ALWAYS_INLINE void group_tile(const void *wg, int nb, const unsigned char *x, size_t xs, const int mt,
                                      float32x4_t acc[MT], const int q5) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0f), m30 = vdupq_n_u8(0x30);
     for (int i = 0; i < nb; i++) {
-        const kx4_rec w = rec_at(wg, i, q5);
-        const uint8x16_t l0 = vld1q_u8(w.sl), l1 = vld1q_u8(w.sl + 16), h = vld1q_u8(w.sh);
-        /* bytes [j][row]: sc/mn of sub-blocks 0-3 (a) and 4-7 (b) */
-        const uint8x16_t sca = vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(h, 4), m30));
-        const uint8x16_t scb = vorrq_u8(vandq_u8(l1, m4), vandq_u8(h, m30));
-        const uint8x16_t mna = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(vshlq_n_u8(h, 2), m30));
-        const uint8x16_t mnb = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(h, 2), m30));
+        const er_kx4_rec w = er_kx4_rec_at(wg, i, q5);
+        uint8x16_t scs[2], mns[2]; /* bytes [j][row] of sub-blocks 0-3 and 4-7 */
+        er_neon_kx4_scales(&w, scs, mns);
+        const uint8x16_t sca = scs[0], scb = scs[1], mna = mns[0], mnb = mns[1];
         const int16x8_t m01 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mna)));
         const int16x8_t m23 = vreinterpretq_s16_u16(vmovl_high_u8(mna));
         const int16x8_t m45 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mnb)));
@@ -145,11 +80,11 @@ static ALWAYS_INLINE void group_tile(const void *wg, int nb, const unsigned char
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             int8x16_t u[2][8];
-            unpack_chunk(&w, c, q5, u[0], u[1]);
+            er_neon_kx4_unpack_chunk(&w, c, q5, u[0], u[1]);
             const uint8x16_t scv = c < 2 ? sca : scb;
 #pragma GCC unroll 2
             for (int hh = 0; hh < 2; hh++) {
-                const int32x4_t s = sc32(scv, 2 * (c & 1) + hh);
+                const int32x4_t s = er_neon_kx4_sc32(scv, 2 * (c & 1) + hh);
 #pragma GCC unroll 4
                 for (int j = 0; j < mt; j++) {
                     const int8_t *xq = xb[j]->qs + 64 * c + 32 * hh;

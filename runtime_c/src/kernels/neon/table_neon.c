@@ -3,11 +3,11 @@
  * "neon-i8mm" tables. Compiled for the baseline: it only stores addresses,
  * so linking the dotprod or i8mm library never executes SDOT or SMMLA on a
  * core without it. They differ only in the quantized dots (widening
- * multiplies vs SDOT) and, for neon-i8mm, in the repacked prefill of the
- * 32-element types (SMMLA: Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1; its
- * repacked K-quants, Q2_K/Q3_K/IQ4_XS included, are the SDOT kernels,
- * there being no SMMLA version of them yet). rope (angles computed inside) stays generic: the
- * forward pass uses rope_cs, whose angles come precomputed.
+ * multiplies vs SDOT) and, for neon-i8mm, in the prefill of the repacked
+ * types (SMMLA: Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1 in i8mm_neon.c; Q4_K,
+ * Q5_K, Q6_K in i8mm_kq_neon.c; its Q2_K, Q3_K and IQ4_XS layouts take the
+ * SDOT kernels). rope (angles computed inside) stays generic: the forward
+ * pass uses rope_cs, whose angles come precomputed.
  *
  * No table does half-precision arithmetic (+fp16), though dispatch detects
  * fphp/asimdhp: every half here is a weight or KV value meeting a float
@@ -61,7 +61,7 @@
 #define NEON_XS_MATMUL_0(p)
 #define NEON_XS_MATMUL_1(p) , [ER_W_IQ4_XS] = p##_matmul_iq4_xsx4
 
-/* p: the dots' prefix; mm: the repacked 32-element types' matmuls' (SMMLA
+/* p: the dots' prefix; mm: the repacked types' matmuls' (SMMLA prefill
  * for neon-i8mm); xs: 1 where IQ4_XS has its layout */
 #define NEON_TABLE(tname, p, mm, xs)                                                                           \
     {                                                                                                              \
@@ -99,8 +99,8 @@
                    [ER_W_Q5_1] = er_neon_repack_q5_1, [ER_W_Q2_K] = er_neon_repack_q2_k,                           \
                    [ER_W_Q3_K] = er_neon_repack_q3_k NEON_XS_REPACK_##xs},                                         \
         .matmul_repacked = {[ER_W_Q8_0] = mm##_matmul_q8_0x4, [ER_W_Q4_0] = mm##_matmul_q4_0x4,                   \
-                            [ER_W_Q4_K] = p##_matmul_q4_kx4, [ER_W_Q5_K] = p##_matmul_q5_kx4,                      \
-                            [ER_W_Q6_K] = p##_matmul_q6_kx4, [ER_W_IQ4_NL] = mm##_matmul_iq4_nlx4,                 \
+                            [ER_W_Q4_K] = mm##_matmul_q4_kx4, [ER_W_Q5_K] = mm##_matmul_q5_kx4,                    \
+                            [ER_W_Q6_K] = mm##_matmul_q6_kx4, [ER_W_IQ4_NL] = mm##_matmul_iq4_nlx4,                 \
                             [ER_W_Q4_1] = mm##_matmul_q4_1x4, [ER_W_Q5_0] = mm##_matmul_q5_0x4,                    \
                             [ER_W_Q5_1] = mm##_matmul_q5_1x4, [ER_W_Q2_K] = p##_matmul_q2_kx4,                     \
                             [ER_W_Q3_K] = p##_matmul_q3_kx4 NEON_XS_MATMUL_##xs(p)},                               \
