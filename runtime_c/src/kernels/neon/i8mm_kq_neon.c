@@ -19,10 +19,11 @@
  * exact int32 (q_j . x_j) per weight and activation row, times the
  * sub-block's scale into isum, exactly as the SDOT kernels; after each
  * super-block vuzp1q/vuzp2q put isum back in one activation row per vector
- * (lane = weight row), where the mins (Q4_K/Q5_K) or the offset of 32
- * (Q6_K) and er_kq_accum's float tail are the SDOT kernels' statements:
- * bit-identical to generic, super-blocks in order (a later stack slice of
- * activations continues the outputs it left in y).
+ * (lane = weight row), where the mins (Q4_K/Q5_K) and er_kq_accum's
+ * float tail are the SDOT kernels' statements (Q6_K's quants are centred
+ * here, so its offset term is gone, group_q6): bit-identical to generic,
+ * super-blocks in order (a later stack slice of activations continues
+ * the outputs it left in y).
  *
  * Tiles of 8 activation rows (4 pairs) share each record's unpacking,
  * zips and scale decoding (a last tile of fewer rows, as many pairs as
@@ -31,7 +32,7 @@
  * SDOT kernels on the same layout (themselves without pre-RA scheduling,
  * see below):
  *   8 rows: Q4_K 163.8k -> 134.6k, Q5_K 191.5k -> 157.2k, Q6_K 225.4k -> 172.0k
- *   6 rows: Q4_K 131.1k -> 126.3k, Q5_K 158.8k -> 148.9k, Q6_K 181.2k -> 167.2k
+ *   5 rows: Q4_K 114.2k -> 103.0k, Q5_K 142.8k -> 124.2k, Q6_K 161.2k -> 134.0k
  *   4 rows: Q4_K 82.6k -> 76.8k, Q5_K 96.5k -> 97.3k, Q6_K 112.3k -> 107.4k
  *   2 rows: Q4_K 49.9k -> 50.9k, Q5_K 63.8k -> 70.1k, Q6_K 68.1k -> 77.9k
  * so a call of fewer than 4 rows (Q5_K: 5) stays with SDOT; a larger
