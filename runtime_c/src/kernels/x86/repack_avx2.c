@@ -217,7 +217,7 @@ static ALWAYS_INLINE void group_tile(const blk_q4_0x8 *wg, const unsigned char *
  * the chunk is shifted once for all of them instead, which saves a shift
  * and an add per row and block; with the -8 offset taken off as the sums'
  * start, 4 rows from DRAM went from ~1.3x one row's time to ~1.2x
- * (110M shapes, /tmp stepping bench, best of 40). The integers are the
+ * (all of a 110M decode step's Q4_0 matrices in a C loop, best of 40). The integers are the
  * same either way, so a row's bits do not depend on how many rows share
  * the call (er_decode_batch relies on it). 4 rows' sums and accumulators
  * stay in registers (MT16). */

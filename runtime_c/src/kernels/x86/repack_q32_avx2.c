@@ -38,7 +38,7 @@
  */
 #include <string.h>
 
-#include "avx2.h"
+#include "kq_x8_avx2.h" /* er_kq8_prefetch */
 #include "../q5_regroup.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -129,7 +129,8 @@ static ALWAYS_INLINE void prep(const unsigned char *x, size_t xs, int mt, int b0
  * over blocks [b0, b1); lane r = weight row r. y holds the sums of blocks
  * before b0 when add, and they continue from there (generic's order). */
 static ALWAYS_INLINE void group_tile(const int T, const unsigned char *wg, const unsigned char *x, size_t xs,
-                                     const int mt, int b0, int b1, act_blk a[MT][KB], float *y, size_t ys, int add) {
+                                     const int mt, int b0, int b1, act_blk a[MT][KB], float *y, size_t ys, int add,
+                                     int pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
 #if !ER_X86_VNNI
     const __m256i one16 = _mm256_set1_epi16(1);
@@ -148,6 +149,7 @@ static ALWAYS_INLINE void group_tile(const int T, const unsigned char *wg, const
     for (int j = 0; j < mt; j++) acc[j] = add ? _mm256_loadu_ps(y + (size_t)j * ys) : _mm256_setzero_ps();
     for (int b = b0; b < b1; b++) {
         const unsigned char *w = wg + (size_t)b * REC(T);
+        if (pf) er_kq8_prefetch(w, REC(T)); /* first pass over the chunk (repack_avx2.c) */
         const int8_t *xq[MT];
         __m256i s[MT];
 #if !ER_X86_VNNI
@@ -247,10 +249,10 @@ static ALWAYS_INLINE void matmul_x8(const int T, const er_matmul_args *a) {
                 float *y = a->y + (size_t)j0 * a->y_stride + (size_t)r;
                 /* one call per tile height: each inlined copy has its own constant mt */
                 switch (mt) {
-                case 1: group_tile(T, wg, xj, a->x_stride, 1, b0, b1, ab, y, a->y_stride, b0 != 0); break;
-                case 2: group_tile(T, wg, xj, a->x_stride, 2, b0, b1, ab, y, a->y_stride, b0 != 0); break;
-                case 3: group_tile(T, wg, xj, a->x_stride, 3, b0, b1, ab, y, a->y_stride, b0 != 0); break;
-                default: group_tile(T, wg, xj, a->x_stride, 4, b0, b1, ab, y, a->y_stride, b0 != 0); break;
+                case 1: group_tile(T, wg, xj, a->x_stride, 1, b0, b1, ab, y, a->y_stride, b0 != 0, j0 == 0); break;
+                case 2: group_tile(T, wg, xj, a->x_stride, 2, b0, b1, ab, y, a->y_stride, b0 != 0, j0 == 0); break;
+                case 3: group_tile(T, wg, xj, a->x_stride, 3, b0, b1, ab, y, a->y_stride, b0 != 0, j0 == 0); break;
+                default: group_tile(T, wg, xj, a->x_stride, 4, b0, b1, ab, y, a->y_stride, b0 != 0, j0 == 0); break;
                 }
             }
         }
