@@ -163,8 +163,11 @@ static ALWAYS_INLINE void group_tile_q3(const void *wg, int nb, const unsigned c
             for (int h = 0; h < 2; h++) {
                 uint8x16_t v[4];
                 for (int gg = 0; gg < 4; gg++) v[gg] = vld1q_u8(w->qs + 16 * (8 * h + 4 * gh + gg));
+                /* field 0 last: SLI writes its first operand, which for
+                 * field 0 is the loaded v itself, dead only by then (first,
+                 * it cost a copy per 16 weights) */
 #pragma GCC unroll 4
-                for (int f = 0; f < 4; f++) {
+                for (int f = 3; f >= 0; f--) {
                     /* 0xfc where the quant is low - 4, the low bits under it */
                     const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * h + f)));
                     int8x16_t u[4];
