@@ -19,6 +19,10 @@
  * rows in lanes and one float tail serves 4 rows. A prefill tile of up to 4
  * activation rows shares the unpacking.
  *
+ * Counted under qemu (scripts/kernel_insns_qemu.sh, one 64 x 2048
+ * product, gcc 12 -O3), neon-dotprod: decode 79.9k -> 39.8k instructions,
+ * 4 rows of prefill 315k -> 109k (file layout -> this one).
+ *
  * Arithmetic: per row and super-block isum = sum_j (ls_j - 32) (grid_j .
  * x_j) is generic's exact int32, and the float tail is er_kq_accum(sum, d,
  * 0, x.d, isum, 0) statement for statement per lane, over super-blocks in

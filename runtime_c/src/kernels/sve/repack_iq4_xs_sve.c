@@ -13,6 +13,10 @@
  * each row's scales with scalar code and reduces every row across the
  * vector.
  *
+ * Counted under qemu (scripts/kernel_insns_qemu.sh, one 64 x 2048
+ * product, file layout -> this one), 256 bits: decode 143k -> 30.1k
+ * instructions, 4 rows of prefill 567k -> 91.8k.
+ *
  * Arithmetic: as neon/repack_iq4_xs_neon.c: generic's exact int32 isum and
  * er_kq_accum(sum, d, 0, x.d, isum, 0) lane by lane, over super-blocks in
  * order: bit-identical to generic.

@@ -22,6 +22,11 @@
  * reduce every row across the vector and decode its scales with scalar
  * code.
  *
+ * Counted under qemu (scripts/kernel_insns_qemu.sh, one 64 x 2048
+ * product, file layout -> this one), 256 bits: Q2_K decode 119k -> 32.7k
+ * instructions, 4 rows of prefill 473k -> 120k; Q3_K 139k -> 46.4k and
+ * 551k -> 167k (512 bits about half of that, 128 bits about twice).
+ *
  * Arithmetic: as neon/repack_q2_k_q3_k_neon.c: generic's exact int32 isum
  * (and Q2_K's imin) and er_kq_accum lane by lane (Q3_K: dmin 0, imin 0),
  * over super-blocks in order: bit-identical to generic.
