@@ -61,6 +61,7 @@
 #include <string.h>
 
 #include "kq_x8_avx2.h"
+#include "kq_regroup_x86.h"
 #include "../kquant.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -130,22 +131,9 @@ void er_avx2_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in,
                 const er_block_q5_k *in =
                     (const er_block_q5_k *)(const void *)((const uint8_t *)src + (size_t)(8 * g8 + r) * row_bytes) + i;
                 put_scales(&out->s, r, in->d, in->dmin, in->scales);
-                uint8_t q[ER_QK_K]; /* the 5-bit quants in element order */
-                for (int c = 0; c < 4; c++)
-                    for (int l = 0; l < 32; l++) {
-                        q[64 * c + l] = (uint8_t)((in->qs[32 * c + l] & 15) | ((in->qh[l] >> (2 * c)) & 1) << 4);
-                        q[64 * c + 32 + l] = (uint8_t)((in->qs[32 * c + l] >> 4) | ((in->qh[l] >> (2 * c + 1)) & 1) << 4);
-                    }
-                for (int u = 0; u < 8; u++)
-                    for (int t = 0; t < 4; t++) {
-                        uint8_t top = 0;
-                        for (int k = 0; k < 4; k++) {
-                            const uint8_t host = q[32 * k + 4 * u + t], guest = q[32 * (4 + k) + 4 * u + t];
-                            out->qv[k][u][4 * r + t] = (uint8_t)(host | (guest & 7) << 5);
-                            top |= (uint8_t)((guest >> 3) << (2 * k));
-                        }
-                        out->q4[u][4 * r + t] = top;
-                    }
+                uint8_t q[ER_QK_K];
+                er_kq_q5_quants(in, q);
+                er_kq_q5_put(q, (uint8_t *)out->qv, (uint8_t *)out->q4, 8, r);
             }
         }
 }

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "kq_x8_avx2.h"
+#include "kq_regroup_x86.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -53,18 +54,6 @@ _Static_assert(sizeof(blk_q6_kx8) == 8 * sizeof(er_block_q6_k), "Q6_Kx8 must tak
 /* ---- repacking (at open) -------------------------------------------------- */
 
 
-/* A file super-block's 256 quants (0..63), in element order. */
-static void q6_quants(const er_block_q6_k *b, uint8_t q[ER_QK_K]) {
-    for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 32; l++) {
-            const uint8_t l0 = b->ql[64 * h + l], l1 = b->ql[64 * h + 32 + l], hb = b->qh[32 * h + l];
-            q[128 * h + l] = (uint8_t)((l0 & 15) | (hb & 3) << 4);
-            q[128 * h + 32 + l] = (uint8_t)((l1 & 15) | ((hb >> 2) & 3) << 4);
-            q[128 * h + 64 + l] = (uint8_t)((l0 >> 4) | ((hb >> 4) & 3) << 4);
-            q[128 * h + 96 + l] = (uint8_t)((l1 >> 4) | (hb >> 6) << 4);
-        }
-}
-
 void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     const int nb = n_in / ER_QK_K;
     blk_q6_kx8 *out = dst;
@@ -76,12 +65,8 @@ void er_avx2_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in,
                     (const er_block_q6_k *)(const void *)((const uint8_t *)src + (size_t)(8 * g8 + r) * row_bytes) + i;
                 memcpy(&out->d[r], &in->d, sizeof in->d);
                 for (int j = 0; j < 16; j++) out->sc[16 * (j / 2) + 8 * (r / 4) + 4 * (j % 2) + r % 4] = in->scales[j];
-                q6_quants(in, q);
-                for (int t = 0; t < 16; t++)
-                    for (int v = 0; v < 3; v++)
-                        for (int k = 0; k < 4; k++)
-                            out->q[t][v][4 * r + k] =
-                                (uint8_t)(q[64 * v + 4 * t + k] | ((q[192 + 4 * t + k] >> (2 * v)) & 3) << 6);
+                er_kq_q6_quants(in, q);
+                er_kq_q6_put(q, (uint8_t *)out->q, 8, r);
             }
 }
 

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "kq_x8_avx2.h"
+#include "kq_regroup_x86.h"
 
 #if ER_X86_VNNI
 
@@ -55,18 +56,6 @@ _Static_assert(sizeof(blk_q6_kx16) == 16 * sizeof(er_block_q6_k), "Q6_Kx16 must 
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-/* A file super-block's 256 quants (0..63), in element order. */
-static void q6_quants(const er_block_q6_k *b, uint8_t q[ER_QK_K]) {
-    for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 32; l++) {
-            const uint8_t l0 = b->ql[64 * h + l], l1 = b->ql[64 * h + 32 + l], hb = b->qh[32 * h + l];
-            q[128 * h + l] = (uint8_t)((l0 & 15) | (hb & 3) << 4);
-            q[128 * h + 32 + l] = (uint8_t)((l1 & 15) | ((hb >> 2) & 3) << 4);
-            q[128 * h + 64 + l] = (uint8_t)((l0 >> 4) | ((hb >> 4) & 3) << 4);
-            q[128 * h + 96 + l] = (uint8_t)((l1 >> 4) | (hb >> 6) << 4);
-        }
-}
-
 void er_avx512vnni_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     const int nb = n_in / ER_QK_K;
     blk_q6_kx16 *out = dst;
@@ -78,12 +67,8 @@ void er_avx512vnni_repack_q6_k(const void *src, void *dst, size_t row_bytes, int
                     (const er_block_q6_k *)(const void *)((const uint8_t *)src + (size_t)(16 * g16 + r) * row_bytes) + i;
                 memcpy(&out->d[r], &in->d, sizeof in->d);
                 for (int j = 0; j < 16; j++) out->sc[j][r] = in->scales[j];
-                q6_quants(in, q);
-                for (int t = 0; t < 16; t++)
-                    for (int v = 0; v < 3; v++)
-                        for (int k = 0; k < 4; k++)
-                            out->q[t][v][4 * r + k] =
-                                (uint8_t)(q[64 * v + 4 * t + k] | ((q[192 + 4 * t + k] >> (2 * v)) & 3) << 6);
+                er_kq_q6_quants(in, q);
+                er_kq_q6_put(q, (uint8_t *)out->q, 16, r);
             }
 }
 
