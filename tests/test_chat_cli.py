@@ -166,6 +166,41 @@ def test_ctrl_c_stops_the_reply_and_keeps_the_chat(tmp_path_factory, term):
     assert stopped_after < 60
 
 
+def test_ctrl_c_between_two_lines_keeps_the_chat(monkeypatch):
+    """A Ctrl-C can land after a command's output and before input() reads
+    again (a user quick on the keys; once in a full `make test` the pty test
+    above typed it there). The chat says how to quit and goes on, as at the
+    prompt, instead of ending with "edgerun: interrupted"."""
+    import builtins
+    import io
+    from edgerun.cli import chat as cli_chat
+    lines = iter(["/first", "/second"])
+
+    def read(prompt=""):
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    seen = []
+
+    def command(chat, line, out):
+        seen.append(line)
+        out.write(f"did {line}\n")
+        if line == "/first":
+            raise KeyboardInterrupt     # the signal, just as the output ends
+    monkeypatch.setattr(builtins, "input", read)
+    monkeypatch.setattr(cli_chat, "command", command)
+    out = io.StringIO()
+    try:
+        rc = cli_chat.loop(chat=None, gen_kw={}, out=out)
+    except KeyboardInterrupt:
+        pytest.fail("a Ctrl-C between two lines ended the chat")
+    assert rc == 0
+    assert seen == ["/first", "/second"]
+    assert out.getvalue() == "did /first\n\n(Ctrl-D quits)\ndid /second\n\n"
+
+
 def test_without_a_template_it_says_how_to_pass_one(term):
     t = term()                                               # the embedded model has no template
     assert t.exit_status() == 1

@@ -157,43 +157,53 @@ def command(chat, line, out):
 
 
 def loop(chat, gen_kw, out=sys.stdout):
-    from ..cli import error_line
-    from .. import errors
     stop = _Interrupt()
     while True:
         try:
-            line = input("> ")
-        except EOFError:
-            out.write("\n")
-            return 0
+            if turn(chat, gen_kw, out, stop):
+                return 0
         except KeyboardInterrupt:
+            # at the prompt, or between two lines: a Ctrl-C typed just as a
+            # command's output ends lands before input() is reading again,
+            # and must not end the chat either
             out.write("\n(Ctrl-D quits)\n")
-            continue
-        if not line.strip():
-            continue
-        if line.startswith("/"):
-            command(chat, line, out)
-            continue
-        stream = None
-        try:
-            with stop:
-                stream = chat.send(line, stream=True, **gen_kw)
-                for piece in stream:
-                    out.write(piece)
-                    out.flush()
-                    if stop.hit:
-                        break
-                stream.close()
-            if chat.turn.get("stopped") == "interrupted":
-                out.write(" [stopped]")
-        except (errors.EdgerunError, ValueError) as e:
-            if stream is not None:
-                stream.close()
-                out.write("\n")
-            _error(out, error_line(e))
-            continue
+
+
+def turn(chat, gen_kw, out, stop):
+    """One line from the user and its answer; True at end of input."""
+    from ..cli import error_line
+    from .. import errors
+    try:
+        line = input("> ")
+    except EOFError:
         out.write("\n")
-        out.flush()
+        return True
+    if not line.strip():
+        return False
+    if line.startswith("/"):
+        command(chat, line, out)
+        return False
+    stream = None
+    try:
+        with stop:
+            stream = chat.send(line, stream=True, **gen_kw)
+            for piece in stream:
+                out.write(piece)
+                out.flush()
+                if stop.hit:
+                    break
+            stream.close()
+        if chat.turn.get("stopped") == "interrupted":
+            out.write(" [stopped]")
+    except (errors.EdgerunError, ValueError) as e:
+        if stream is not None:
+            stream.close()
+            out.write("\n")
+        _error(out, error_line(e))
+        return False
+    out.write("\n")
+    out.flush()
+    return False
 
 
 def main(args):
