@@ -216,11 +216,11 @@ static ALWAYS_INLINE void group_tile(const blk_q4_0x8 *wg, const unsigned char *
  * independent chains. With several rows (a batched decode step, prefill)
  * the chunk is shifted once for all of them instead, which saves a shift
  * and an add per row and block; with the -8 offset taken off as the sums'
- * start, 4 rows from DRAM went from ~1.3x one row's time to ~1.2x
- * (all of a 110M decode step's Q4_0 matrices in a C loop, best of 40). The integers are the
- * same either way, so a row's bits do not depend on how many rows share
- * the call (er_decode_batch relies on it). 4 rows' sums and accumulators
- * stay in registers (MT16). */
+ * start, 4 rows from DRAM went from ~1.3x one row's time to ~1.2x (all
+ * of a 110M decode step's Q4_0 matrices in a C loop, best of 40). The
+ * integers are the same either way, so a row's bits do not depend on how
+ * many rows share the call (er_decode_batch relies on it). 4 rows' sums
+ * and accumulators stay in registers (MT16). */
 static ALWAYS_INLINE void group_tile16(const blk_q4_0x16 *wg, const unsigned char *x, size_t xs, const int mt, int b0,
                                        int b1, act_blk a[MT][KB], float *y, size_t ys, int add, int pf) {
     /* several activation rows share each unpacked chunk: shifting the high
