@@ -61,13 +61,14 @@ static inline __attribute__((always_inline)) void er_kq8_prefetch(const void *re
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
-/* Rows per pass over the activation tiles: row groups of about 64 KiB of
- * weights, so a prefill reads them from memory once and from L2 for every
- * further tile; forward.c's chunks are about this size already, this keeps
- * a larger [r0, r1) from streaming the weights m / MT times. */
-static inline __attribute__((always_inline)) int er_kq8_row_chunk(size_t group_bytes) {
+/* Rows per pass over the activation tiles: row groups (rows weight rows
+ * each, group_bytes of weights) making about 64 KiB, so a prefill reads
+ * them from memory once and from L2 for every further tile; forward.c's
+ * chunks are about this size already, this keeps a larger [r0, r1) from
+ * streaming the weights m / MT times. */
+static inline __attribute__((always_inline)) int er_kq8_row_chunk(size_t group_bytes, int rows) {
     const int groups = group_bytes < 65536 ? (int)(65536 / group_bytes) : 1;
-    return 8 * groups;
+    return rows * groups;
 }
 
 #endif

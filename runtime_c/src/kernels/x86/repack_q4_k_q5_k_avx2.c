@@ -350,7 +350,7 @@ static ALWAYS_INLINE void rows_tile(const er_matmul_args *a, size_t group_bytes,
 static ALWAYS_INLINE void matmul_kx8(const er_matmul_args *a, const int q5) {
     const int nb = a->n / ER_QK_K;
     const size_t group_bytes = (size_t)nb * (q5 ? sizeof(blk_q5_kx8) : sizeof(blk_q4_kx8));
-    const int chunk = er_kq8_row_chunk(group_bytes);
+    const int chunk = er_kq8_row_chunk(group_bytes, 8);
     act_kblk ab[MT][KB];
     for (int i0 = 0; i0 < nb; i0 += KB) {
         const int i1 = nb - i0 < KB ? nb : i0 + KB;

@@ -194,7 +194,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx8 *wg, int nb, const unsigne
 void ER_X86_FN(matmul_q6_kx8)(const er_matmul_args *a) {
     const int nb = a->n / ER_QK_K;
     const size_t group_bytes = (size_t)nb * sizeof(blk_q6_kx8);
-    const int chunk = er_kq8_row_chunk(group_bytes);
+    const int chunk = er_kq8_row_chunk(group_bytes, 8);
     for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
         const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
         for (int j0 = 0; j0 < a->m; j0 += MT) {

@@ -209,12 +209,11 @@ static void rows_tile(const er_matmul_args *a, size_t group_bytes, int c0, int c
 }
 
 /* a->w: the repacked matrix; rows [r0, r1) with r0 and r1 - r0 multiples of
- * 16 (forward.c chunks by repack_rows). Rows per pass over the activation
- * tiles as er_kq8_row_chunk's, in 16-row groups. */
+ * 16 (forward.c chunks by repack_rows). */
 void er_avx512vnni_matmul_q6_kx16(const er_matmul_args *a) {
     const int nb = a->n / ER_QK_K;
     const size_t group_bytes = (size_t)nb * sizeof(blk_q6_kx16);
-    const int chunk = 16 * (group_bytes < 65536 ? (int)(65536 / group_bytes) : 1);
+    const int chunk = er_kq8_row_chunk(group_bytes, 16);
     act_q6 ab[MT][KB];
     for (int i0 = 0; i0 < nb; i0 += KB) {
         const int i1 = nb - i0 < KB ? nb : i0 + KB;

@@ -116,15 +116,6 @@ static ALWAYS_INLINE void group_tile(const blk_q8_0x8 *wg, const unsigned char *
     }
 }
 
-/* Rows per pass over the activation tiles: row groups of about 64 KiB of
- * weights, so a prefill reads them from memory once and from L2 for every
- * further tile (forward.c's chunks are about this size already; this keeps a
- * larger [r0, r1) from streaming the weights m / MT times). */
-static int row_chunk(size_t group_bytes) {
-    const int groups = group_bytes < 65536 ? (int)(65536 / group_bytes) : 1;
-    return 8 * groups;
-}
-
 /* Row groups [c0, c1) against activation rows [j0, j0 + mt) over the blocks
  * [b0, b1) of the slice whose scales are in dx, added to y after the first
  * slice. */
@@ -151,7 +142,7 @@ static void rows_tile(const er_matmul_args *a, size_t group_bytes, int c0, int c
 void ER_X86_FN(matmul_q8_0x8)(const er_matmul_args *a) {
     const int nb = a->n / ER_QK8_0;
     const size_t group_bytes = (size_t)nb * sizeof(blk_q8_0x8);
-    const int chunk = row_chunk(group_bytes);
+    const int chunk = er_kq8_row_chunk(group_bytes, 8);
     float dx[MT][KB];
     for (int b0 = 0; b0 < nb; b0 += KB) {
         const int b1 = nb - b0 < KB ? nb : b0 + KB;

@@ -596,7 +596,7 @@ static ALWAYS_INLINE void group16(const er_matmul_args *a, const void *wg, int n
 static ALWAYS_INLINE void matmul_x16(const er_matmul_args *a, const size_t rec, const int t) {
     const int nb = a->n / ER_QK_K;
     const size_t group_bytes = (size_t)nb * rec;
-    const int chunk = 16 * (group_bytes < 65536 ? (int)(65536 / group_bytes) : 1);
+    const int chunk = er_kq8_row_chunk(group_bytes, 16);
     for (int c0 = a->r0; c0 < a->r1; c0 += chunk) {
         const int c1 = a->r1 - c0 < chunk ? a->r1 : c0 + chunk;
         for (int j0 = 0; j0 < a->m; j0 += MT) {
