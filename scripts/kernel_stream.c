@@ -2,7 +2,7 @@
  * kernel_stream.c — one kernel table's matmul on a synthetic matrix, timed
  * (a benchmark, not a test; not part of the runtime). Usage:
  *   kernel_stream TABLE TYPE ROWS N M REPS [file]
- * TYPE q8_0, q4_0, q4_k, q5_k or q6_k; a ROWS x N matrix (ROWS a multiple of
+ * TYPE any quantized weight type (q8_0 ... q2_k, as the usage says); a ROWS x N matrix (ROWS a multiple of
  * the table's repack_rows, N of 256) on 2 MiB pages as the arena's are, in
  * the table's repacked layout (or the file layout with "file"); M
  * activation rows; the minimum thread CPU time of REPS products, as GB/s
@@ -58,25 +58,30 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    static const char *const names[] = {[ER_W_Q8_0] = "q8_0", [ER_W_Q4_0] = "q4_0", [ER_W_Q4_K] = "q4_k",
-                                        [ER_W_Q5_K] = "q5_k", [ER_W_Q6_K] = "q6_k"};
-    static const size_t block_bytes[] = {[ER_W_Q8_0] = 34, [ER_W_Q4_0] = 18, [ER_W_Q4_K] = 144, [ER_W_Q5_K] = 176,
-                                         [ER_W_Q6_K] = 210};
+    /* name, block bytes and the byte offsets of the block's f16 scales (-1: none) */
+    static const struct { const char *name; size_t bytes; int d0, d1; } types[ER_W_COUNT] = {
+        [ER_W_Q8_0] = {"q8_0", 34, 0, -1},    [ER_W_Q4_0] = {"q4_0", 18, 0, -1},
+        [ER_W_Q4_1] = {"q4_1", 20, 0, 2},     [ER_W_Q5_0] = {"q5_0", 22, 0, -1},
+        [ER_W_Q5_1] = {"q5_1", 24, 0, 2},     [ER_W_IQ4_NL] = {"iq4_nl", 18, 0, -1},
+        [ER_W_Q4_K] = {"q4_k", 144, 0, 2},    [ER_W_Q5_K] = {"q5_k", 176, 0, 2},
+        [ER_W_Q6_K] = {"q6_k", 210, 208, -1}, [ER_W_IQ4_XS] = {"iq4_xs", 136, 0, -1},
+        [ER_W_Q3_K] = {"q3_k", 110, 108, -1}, [ER_W_Q2_K] = {"q2_k", 84, 80, 82}};
     if (argc < 7) {
-        fprintf(stderr, "usage: kernel_stream TABLE q8_0|q4_0|q4_k|q5_k|q6_k ROWS N M REPS [file]\n");
+        fprintf(stderr, "usage: kernel_stream TABLE q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q4_k|q5_k|q6_k|iq4_xs|q3_k|q2_k "
+                        "ROWS N M REPS [file]\n");
         return 2;
     }
     const er_kernels *k = er_kernels_select(argv[1], NULL);
     int wt = -1;
-    for (int t = ER_W_Q8_0; t <= ER_W_Q6_K; t++)
-        if (strcmp(argv[2], names[t]) == 0) wt = t;
+    for (int t = 0; t < ER_W_COUNT; t++)
+        if (types[t].name && strcmp(argv[2], types[t].name) == 0) wt = t;
     const int rows = atoi(argv[3]), n = atoi(argv[4]), m = atoi(argv[5]), reps = atoi(argv[6]), file = argc > 7;
     if (!k || wt < 0 || rows < 1 || n < 256 || n % 256 || m < 1 || reps < 1 || (!file && !k->repack[wt]) ||
         (!file && rows % k->repack_rows[wt])) {
         fprintf(stderr, "kernel_stream: %s\n", !k ? er_last_error() : "bad type, shape or layout");
         return 2;
     }
-    const size_t bb = block_bytes[wt], rb = bb * (size_t)(n / er_wtype_block_elems(wt)), total = rb * (size_t)rows;
+    const size_t bb = types[wt].bytes, rb = bb * (size_t)(n / er_wtype_block_elems(wt)), total = rb * (size_t)rows;
     unsigned char *w = huge(total), *p = huge(total);
     const size_t xs = er_act_row_bytes(k->act_kind[wt], n);
     unsigned char *x = malloc(xs * (size_t)m);
@@ -88,8 +93,8 @@ int main(int argc, char **argv) {
     for (size_t b = 0; b < total / bb; b++) {
         const uint16_t h = (uint16_t)(0x2000 + b % 256);
         unsigned char *q = w + b * bb;
-        memcpy(wt == ER_W_Q6_K ? q + 208 : q, &h, 2);
-        if (wt == ER_W_Q4_K || wt == ER_W_Q5_K) memcpy(q + 2, &h, 2);
+        memcpy(q + types[wt].d0, &h, 2);
+        if (types[wt].d1 >= 0) memcpy(q + types[wt].d1, &h, 2);
     }
     if (file)
         memcpy(p, w, total);
