@@ -191,6 +191,26 @@ def test_cli_timings_file_has_one_line_per_decode_step(tmp_path):
     assert "(end of text)" in without.stderr and len(without.stdout.split()) == 5
 
 
+def test_cli_warmup_times_only_the_run_after_it_and_changes_no_token(tmp_path):
+    """--warmup N decodes the prompt and N steps first, untimed, then starts
+    over: the timed run's steps and tokens are those of a run without it,
+    sampled ones included (the seed is set again)."""
+    cli = _native_cli()
+    base = [str(cli), "run", str(ROOT / "models" / "edgerun-add.gguf"), "0012+0034=", "-n", "12", "--ignore-eos",
+            "--print-ids", "--no-echo", "-t", "1", "--temp", "0.9", "--seed", "7"]
+    runs = {}
+    for w in (0, 5):
+        tfile = tmp_path / f"t{w}.txt"
+        r = subprocess.run(base + ["--warmup", str(w), "--timings", str(tfile)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        runs[w] = (r.stdout.split(), bb.parse_timings(tfile.read_text()))
+    assert runs[5][0] == runs[0][0] and len(runs[0][0]) == 12
+    assert runs[5][1]["steps"] == runs[0][1]["steps"] == 11 and runs[5][1]["prompt_tokens"] == 12
+    r = subprocess.run(base + ["--warmup", "-2"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--warmup expects an integer" in r.stderr.splitlines()[0]
+
+
 def test_cli_timings_to_an_unwritable_path_fails_with_one_line(tmp_path):
     cli = _native_cli()
     bad = tmp_path / "no-such-dir" / "t.txt"

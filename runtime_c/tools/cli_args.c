@@ -68,7 +68,9 @@ void cli_usage(FILE *out)
         "  --special               match special tokens written in PROMPT\n"
         "  --no-echo               do not print the prompt before the output\n"
         "  --ignore-eos            keep generating past end-of-text (benchmarks)\n"
-        "  --timings FILE          write prefill, TTFT and each decode step's latency\n");
+        "  --timings FILE          write prefill, TTFT and each decode step's latency\n"
+        "  --warmup N              first run the prompt and N decode steps untimed, then\n"
+        "                          start over (benchmarks: steady-state timings)\n");
 }
 
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
@@ -128,7 +130,7 @@ static int takes_value(const char *name)
     static const char *const with_value[] = {
         "-n", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
         "--repeat-penalty", "--repeat-last-n", "--seed", "-t", "--threads",
-        "-c", "--ctx", "-b", "--batch", "--kv", "--isa", "--ids", "--timings",
+        "-c", "--ctx", "-b", "--batch", "--kv", "--isa", "--ids", "--timings", "--warmup",
         "--ctx-strategy", "--keep", "--chat-format", "--system", "--date", NULL};
     for (int i = 0; with_value[i]; i++)
         if (strcmp(name, with_value[i]) == 0) return 1;
@@ -185,6 +187,8 @@ static int apply(cli_args *a, const char *name, const char *val)
         a->ids_text = val;
     } else if (!strcmp(name, "--timings")) {
         a->timings_path = val;
+    } else if (!strcmp(name, "--warmup")) {
+        if (!(rc = parse_long(name, val, 0, INT32_MAX, &v))) a->warmup = (int32_t)v;
     } else {
         rc = usage_error("unknown option '%s'", name);
     }

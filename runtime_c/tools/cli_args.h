@@ -28,6 +28,7 @@ typedef struct cli_args {
     int print_ids;
     int ignore_eos;           /* --ignore-eos: fixed-length runs for benchmarks */
     const char *timings_path; /* --timings FILE: per-step latencies (cli_timings.h) */
+    int32_t warmup;           /* --warmup N: run's untimed first pass of N decode steps (see cmd_run) */
     const char *chat_format;  /* chat --chat-format chatml|llama3|gemma (NULL: from the file's template) */
     const char *system;       /* chat --system TEXT */
     const char *date;         /* chat --date: llama3's "Today Date" (NULL: today, "%d %b %Y") */

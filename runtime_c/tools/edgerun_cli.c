@@ -111,6 +111,26 @@ static int emit_text(const er_vocab *vocab, er_detok_state *st, int32_t id, char
     return 0;
 }
 
+/* --warmup: the prompt and n decode steps once, untimed, then the session
+ * starts over (seeded again when a seed was given, so the timed run's tokens
+ * are the ones it gives without a warm-up). Under qemu-user a run's first
+ * decode steps are spent translating the decode kernels (prefill runs
+ * others): 1.5-3x a steady step in every run of a board bench, which the
+ * per-step median over runs keeps and the p99/p50 gate then refused; on a
+ * board they fault in the arena's pages. Neither is the steady per-token
+ * latency --timings is there to measure. */
+static int warm_up(const cli_args *a, er_session *sess, const int32_t *ids, size_t n_prompt, int n_ctx)
+{
+    if (er_decode(sess, ids, n_prompt, NULL) != ER_OK) return fail();
+    for (int32_t i = 0; i < a->warmup && er_session_pos(sess) < n_ctx; i++) {
+        int32_t id = 0;
+        if (er_sample(sess, &a->sampling, &id) != ER_OK || er_decode(sess, &id, 1, NULL) != ER_OK) return fail();
+    }
+    if (er_session_reset(sess) != ER_OK) return fail();
+    if (a->have_seed && er_session_seed(sess, a->seed) != ER_OK) return fail();
+    return 0;
+}
+
 static int cmd_run(const cli_args *a)
 {
     er_model *model = NULL;
@@ -141,6 +161,7 @@ static int cmd_run(const cli_args *a)
     int n_ctx = er_session_n_ctx(sess);
     /* Decode steps never outnumber the context positions. */
     if (a->timings_path && cli_timings_init(&timings, (size_t)(n_ctx > 0 ? n_ctx : 1))) goto out;
+    if (a->warmup > 0 && warm_up(a, sess, ids, n_prompt, n_ctx)) goto out;
 
     if (a->echo) {
         if (a->prompt && !a->ids_text) fputs(a->prompt, stdout);
