@@ -232,7 +232,10 @@ static ALWAYS_INLINE void group_tile16(const blk_q4_0x16 *wg, const unsigned cha
     for (int j = 0; j < mt; j++) acc[j] = _mm512_setzero_ps();
     for (int b = b0; b < b1; b++) {
         const blk_q4_0x16 *w = wg + b;
-        if (pf) er_kq8_prefetch(w, sizeof *w);
+        if (pf && shared)
+            er_kq8_prefetch_l2(w, sizeof *w);
+        else if (pf)
+            er_kq8_prefetch(w, sizeof *w);
         const int8_t *xq[MT];
         __m512i s[MT], h[MT];
         for (int j = 0; j < mt; j++) {
