@@ -187,7 +187,8 @@ void er_avx512vnni_repack_q4_k(const void *src, void *dst, size_t row_bytes, int
 void er_avx512vnni_matmul_q4_kx16(const er_matmul_args *a);
 void er_avx512vnni_repack_q5_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q5_kx16(const er_matmul_args *a);
-void er_avx512vnni_matmul_q8_0x8(const er_matmul_args *a);
+void er_avx512vnni_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_matmul_q8_0x16(const er_matmul_args *a);
 void er_avx512vnni_matmul_q5_0x8(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_nlx8(const er_matmul_args *a);
 void er_avx512vnni_matmul_q4_1x8(const er_matmul_args *a);

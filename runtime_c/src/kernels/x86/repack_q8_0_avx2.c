@@ -27,12 +27,11 @@
  * hardware prefetcher already streams; on 4 KiB pages a prefetch past the
  * page costs a TLB walk) and two row groups in flight at once (half the
  * DRAM rate: two interleaved streams 6.5 KiB apart defeat the prefetcher).
- * Measured and rejected for the avx512vnni build: the weights XORed with
- * 0x80 into VPDPBUSD's unsigned operand and -128 sum(x) per activation
- * block prepared once per call (one VPDPBUSD per group and activation row
- * instead of two VPSIGNB, a broadcast and a VPDPBUSD): decode from cache
- * 82 -> 73 GB/s, prefill unchanged, the per-block sums costing more than
- * the sign operations saved.
+ * The avx512vnni table has its own 16-row layout
+ * (repack_q8_0_x16_avx512.c): the weights stored +128 as VPDPBUSD's
+ * unsigned operand, one instruction per group and activation row. On 8
+ * rows of 256 bits the same idea had lost (decode from cache 82 -> 73 GB/s
+ * on Zen 5: the per-block sums cost more than the sign operations saved).
  * With 2 MiB pages under the repacked weights decode reads at 95% of a
  * plain AVX2 read loop (28.7 of 30.0 GB/s, one thread); with 4 KiB pages
  * both run at ~20 GB/s.
@@ -54,11 +53,9 @@ typedef struct {
 
 _Static_assert(sizeof(blk_q8_0x8) == 8 * sizeof(er_block_q8_0), "Q8_0x8 must be 8 blocks' bytes");
 
-#if !ER_X86_VNNI /* once: the avx512vnni table shares the layout */
 void er_avx2_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     er_avx2_interleave_x8(src, dst, row_bytes, n_in, n_out, ER_QK8_0);
 }
-#endif
 
 static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
@@ -139,7 +136,7 @@ static void rows_tile(const er_matmul_args *a, size_t group_bytes, int c0, int c
 
 /* a->w: the repacked matrix; rows [r0, r1) with r0 and r1 - r0 multiples of
  * 8 (forward.c chunks so). */
-void ER_X86_FN(matmul_q8_0x8)(const er_matmul_args *a) {
+void er_avx2_matmul_q8_0x8(const er_matmul_args *a) {
     const int nb = a->n / ER_QK8_0;
     const size_t group_bytes = (size_t)nb * sizeof(blk_q8_0x8);
     const int chunk = er_kq8_row_chunk(group_bytes, 8);
