@@ -132,6 +132,33 @@ static unsigned long long read_xcr0(void) {
 }
 #endif
 
+#if ER_BUILD_AVX2
+int er_x86_decode_prefetch;
+
+/* The decode kernels' own prefetch of the weight stream (er_kq8_prefetch,
+ * kq_x8_avx2.h) by CPU, measured one thread on the 110M shapes' matrices
+ * from DRAM against a plain read of the same bytes: on Zen 5 (AMD family
+ * 0x1A) it took Q6_K from 0.75-0.84 of the read rate to 0.91-1.05 and a
+ * 110M Q4_0 token from 2.37 to 1.9-2.05 ms; on Zen 4 (family 0x19) the
+ * hardware prefetchers keep up alone and the same instructions cost: Q8_0
+ * 16-row 2.85 against 2.39 ms, Q4_K and Q6_K 1.3-1.8x. So on for AMD from
+ * Zen 5 on, off elsewhere (no other CPU was measured: the hardware
+ * prefetchers are the safer default). EDGERUN_DECODE_PREFETCH=0|1 overrides
+ * it, to measure a new CPU both ways. */
+static int x86_decode_prefetch(void) {
+    const char *env = getenv("EDGERUN_DECODE_PREFETCH");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "1")))
+        return env[0] == '1';
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) /* AuthenticAMD */
+        return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
+    return family >= 0x1a;
+}
+#endif
+
 static unsigned detect_flags(void) {
     unsigned f = 0;
 #if defined(__aarch64__) && defined(__linux__)
@@ -199,6 +226,9 @@ static int preferred_here(const isa_entry *e) {
 
 static void init_once(void) {
     s_flags = detect_flags();
+#if ER_BUILD_AVX2
+    er_x86_decode_prefetch = x86_decode_prefetch();
+#endif
 #if ER_BUILD_ARM
     if ((s_flags & CPU_SVE) && er_sve_vector_bytes() >= 32)
         s_flags |= CPU_SVE256;

@@ -51,12 +51,18 @@ static inline __attribute__((always_inline)) __m256 er_kq8_accum(__m256 sum, __m
  * ahead 0.80-0.89, 4 KiB 0.88, 6-8 KiB 0.90-1.05, 12-16 KiB 0.91-0.95. */
 #define ER_KQ8_PF_BYTES 8192
 
+/* Whether this CPU wants that prefetch (dispatch.c: Zen 5 yes, Zen 4 no,
+ * with the measurements). Written once, by the kernel table's selection,
+ * before any kernel runs; read-only after. */
+extern int er_x86_decode_prefetch;
+
 /* The prefetches go in a loop on purpose: unrolled (or spread one per
  * group beside the group's loads) the avx512vnni Q6_K kernel of 16-row
  * records ran at 0.7-0.88 of the read rate where the loop ran at 0.94-1.0
  * (151936 x 1024, median of 11 pairs, three runs each). */
 
 static inline __attribute__((always_inline)) void er_kq8_prefetch(const void *rec, size_t bytes) {
+    if (!er_x86_decode_prefetch) return;
     const char *p = (const char *)rec + ER_KQ8_PF_BYTES;
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }

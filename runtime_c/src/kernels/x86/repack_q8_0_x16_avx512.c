@@ -81,18 +81,20 @@ static ALWAYS_INLINE void prep(const unsigned char *x, size_t xs, int mt, int b0
  * later slice). One row (decode) splits each block's 8 VPDPBUSDs over two
  * chains, so consecutive blocks' chains overlap less than the 4-cycle
  * latency binds; several rows are independent chains already. A tile of
- * several rows prefetches the records into L2 (kq_x8_avx2.h says why); one
- * row leaves the stream to the hardware prefetchers: with er_kq8_prefetch
- * this kernel read 32768 x 2048 from DRAM at 0.67-0.80 of a plain read
- * where the 8-row kernel reached 0.82-0.88, without it 2.39 against 2.85
- * ms (Zen 4, one thread, median of 21, prefetch variants interleaved). */
+ * several rows prefetches the records into L2, one row into L1 where the
+ * CPU wants it (kq_x8_avx2.h says why each): on Zen 4 this kernel read
+ * 32768 x 2048 from DRAM at 0.67-0.80 of a plain read with the L1
+ * prefetch, 0.87-0.94 without (the 8-row kernel: 0.77-0.88). */
 static ALWAYS_INLINE void group_tile16(const blk_q8_0x16 *wg, const unsigned char *x, size_t xs, const int mt, int b0,
                                        int b1, act_blk a[MT][KB], float *y, size_t ys, int add, int pf) {
     __m512 acc[MT];
     for (int j = 0; j < mt; j++) acc[j] = _mm512_setzero_ps();
     for (int b = b0; b < b1; b++) {
         const blk_q8_0x16 *w = wg + b;
-        if (pf && mt > 1) er_kq8_prefetch_l2(w, sizeof *w);
+        if (pf && mt > 1)
+            er_kq8_prefetch_l2(w, sizeof *w);
+        else if (pf)
+            er_kq8_prefetch(w, sizeof *w);
         const int8_t *xq[MT];
         __m512i s[MT], h = _mm512_setzero_si512();
         for (int j = 0; j < mt; j++) {
