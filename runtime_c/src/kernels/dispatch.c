@@ -141,21 +141,22 @@ int er_x86_decode_prefetch;
  * 0x1A) it took Q6_K from 0.75-0.84 of the read rate to 0.91-1.05 and a
  * 110M Q4_0 token from 2.37 to 1.9-2.05 ms; on Zen 4 (family 0x19) the
  * hardware prefetchers keep up alone and the same instructions cost: Q8_0
- * 16-row 2.85 against 2.39 ms, Q4_K and Q6_K 1.3-1.8x. So on for AMD from
- * Zen 5 on, off elsewhere (no other CPU was measured: the hardware
- * prefetchers are the safer default). EDGERUN_DECODE_PREFETCH=0|1 overrides
- * it, to measure a new CPU both ways. */
+ * 16-row 2.85 against 2.39 ms, Q4_K and Q6_K 1.3-1.8x, IQ4_XS and Q3_K a
+ * third of the DRAM rate. So off for AMD family 0x19 (Zen 4, and Zen 3,
+ * which shares the family and was not measured) and on elsewhere, as the
+ * kernels were tuned before Zen 4 was measured. EDGERUN_DECODE_PREFETCH=0|1
+ * overrides it, to measure a new CPU both ways. */
 static int x86_decode_prefetch(void) {
     const char *env = getenv("EDGERUN_DECODE_PREFETCH");
     if (env && (!strcmp(env, "0") || !strcmp(env, "1")))
         return env[0] == '1';
     unsigned a, b, c, d;
     if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) /* AuthenticAMD */
-        return 0;
+        return 1;
     if (!__get_cpuid(1, &a, &b, &c, &d))
-        return 0;
+        return 1;
     const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
-    return family >= 0x1a;
+    return family != 0x19;
 }
 #endif
 

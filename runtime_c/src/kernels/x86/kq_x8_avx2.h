@@ -51,8 +51,8 @@ static inline __attribute__((always_inline)) __m256 er_kq8_accum(__m256 sum, __m
  * ahead 0.80-0.89, 4 KiB 0.88, 6-8 KiB 0.90-1.05, 12-16 KiB 0.91-0.95. */
 #define ER_KQ8_PF_BYTES 8192
 
-/* Whether this CPU wants that prefetch (dispatch.c: Zen 5 yes, Zen 4 no,
- * with the measurements). Written once, by the kernel table's selection,
+/* Whether this CPU wants that prefetch (dispatch.c: not on Zen 4, where
+ * the hardware prefetchers do better alone; the measurements are there). Written once, by the kernel table's selection,
  * before any kernel runs; read-only after. */
 extern int er_x86_decode_prefetch;
 
