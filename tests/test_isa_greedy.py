@@ -90,6 +90,26 @@ def test_info_isa_names_table_reason_and_features():
     assert r.returncode == 0 and r.stdout.startswith("isa: generic ("), r.stdout
 
 
+def test_decode_prefetch_policy_is_shown_and_overridable_and_changes_no_token(cli):
+    """x86 SIMD tables say in their reason whether the decode kernels
+    prefetch (off on AMD family 0x19, on elsewhere); EDGERUN_DECODE_PREFETCH
+    forces either way, and the tokens stay the same (prefetch never changes
+    a result)."""
+    import platform
+    if platform.machine() not in ("x86_64", "AMD64") or "avx2" not in _tables(cli):
+        pytest.skip("the decode prefetch policy is the x86 SIMD tables'")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "pybind") + os.pathsep + env.get("PYTHONPATH", "")
+    want = greedy(cli, "-t", "1")
+    for v in ("0", "1"):
+        e = dict(env, EDGERUN_DECODE_PREFETCH=v)
+        r = subprocess.run([sys.executable, "-m", "edgerun", "info", "--isa"], capture_output=True, text=True,
+                           env=e, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert f"; decode prefetch {'on' if v == '1' else 'off'})" in r.stdout.splitlines()[0], r.stdout
+        assert greedy(cli, "-t", "1", env=e) == want
+
+
 @pytest.fixture(scope="module")
 def qemu_run(cli, tmp_path_factory):
     """scripts/test_isa_greedy_qemu.sh's run: its output, and the static aarch64

@@ -219,6 +219,15 @@ static void append_word(char *buf, size_t cap, const char *s) {
     memcpy(buf + len, s, strlen(s) + 1);
 }
 
+#if ER_BUILD_AVX2
+/* Appends `s` to buf as it is, never overflowing (cut short if it must). */
+static void append_tail(char *buf, size_t cap, const char *s) {
+    const size_t len = strlen(buf);
+    if (len + 1 < cap)
+        snprintf(buf + len, cap - len, "%s", s);
+}
+#endif
+
 static int runs_here(const isa_entry *e) { return (s_flags & e->needs) == e->needs; }
 static int preferred_here(const isa_entry *e) {
     const unsigned all = e->needs | e->prefer;
@@ -254,6 +263,15 @@ static void init_once(void) {
                      "%s: no SIMD table is built for this CPU (features: %s)", nm, feat);
         snprintf(s_reason_named[i], sizeof s_reason_named[i], "%s: requested by the caller", nm);
         snprintf(s_reason_env[i], sizeof s_reason_env[i], "%s: forced by EDGERUN_ISA", nm);
+#if ER_BUILD_AVX2
+        /* the SIMD tables' decode kernels say whether they prefetch (edgerun info shows it) */
+        if (k_built[i].needs) {
+            const char *pf = er_x86_decode_prefetch ? "; decode prefetch on" : "; decode prefetch off";
+            append_tail(s_reason_auto[i], sizeof s_reason_auto[i], pf);
+            append_tail(s_reason_named[i], sizeof s_reason_named[i], pf);
+            append_tail(s_reason_env[i], sizeof s_reason_env[i], pf);
+        }
+#endif
     }
 }
 
