@@ -78,10 +78,11 @@ static void check_table(const er_kernels *k, int wt, int n, int n_out, int m) {
 
     memset(packed, 0xA5, bytes);
     k->repack[wt](w, packed, row_bytes, n, n_out);
-    if (wt == ER_W_Q8_0 && k->repack_rows[wt] == 16) {
+    if (wt == ER_W_Q8_0 && strcmp(k->name, "avx512vnni") == 0) {
         /* avx512vnni's 16-row Q8_0 records (16 f16 scales, then 512 quants)
          * hold each quant + 128 (repack_q8_0_x16_avx512.c): the file's
-         * bytes again once that is undone */
+         * bytes again once that is undone. Named by table, not by row
+         * count: SVE at 512 bits also packs 16 rows, as plain bytes. */
         uint8_t *un = malloc(bytes);
         memcpy(un, packed, bytes);
         for (size_t o = 0; o < bytes; o += 16 * sizeof(er_block_q8_0))
