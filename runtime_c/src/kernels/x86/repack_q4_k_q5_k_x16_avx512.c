@@ -133,10 +133,10 @@ void er_avx512vnni_repack_q5_k(const void *src, void *dst, size_t row_bytes, int
                         uint8_t top = 0;
                         for (int k = 0; k < 4; k++) {
                             const uint8_t a = q[32 * k + 4 * g + t], b = q[32 * (4 + k) + 4 * g + t];
-                            out->q[g][k][4 * r + t] = (uint8_t)(a | (b & 7) << 5);
+                            out->q[g][1 + k][4 * r + t] = (uint8_t)(a | (b & 7) << 5);
                             top |= (uint8_t)((b >> 3) << (2 * k));
                         }
-                        out->q[g][4][4 * r + t] = top;
+                        out->q[g][0][4 * r + t] = top;
                     }
             }
         }
@@ -181,7 +181,7 @@ static ALWAYS_INLINE void unpack_pair(const uint8_t *rec, int g, const int p, co
         *ub = _mm512_andnot_si512(m4, v);
         return;
     }
-    const __m512i v = ld64(((const blk_q5_kx16 *)(const void *)rec)->q[g][p]);
+    const __m512i v = ld64(((const blk_q5_kx16 *)(const void *)rec)->q[g][1 + p]);
     const __m512i top = p < 2 ? t4 : t;
     *ua = _mm512_and_si512(v, _mm512_set1_epi8(0x1f));
     if (p % 2) /* 8b: bits 0-2 at 3-5, 3-4 at 6-7 */
@@ -194,7 +194,7 @@ static ALWAYS_INLINE void unpack_pair(const uint8_t *rec, int g, const int p, co
 }
 
 static ALWAYS_INLINE __m512i ld_top(const uint8_t *rec, int g) {
-    return ld64(((const blk_q5_kx16 *)(const void *)rec)->q[g][4]);
+    return ld64(((const blk_q5_kx16 *)(const void *)rec)->q[g][0]);
 }
 
 /* What the mins meet: per activation row and super-block, pair p's block
@@ -241,7 +241,7 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
         const uint8_t *rec = wg + (size_t)i * rec_bytes;
         const kx16_scales *w = (const kx16_scales *)(const void *)rec;
         const er_block_q8_k *xb[MT];
-        __m512i isum[MT], imin[MT], sa[MT][4], sb[MT][4];
+        __m512i isum[MT], imin[MT], sa[MT][4], sb[MT][4], scp[3][4];
         for (int j = 0; j < mt; j++) {
             xb[j] = (const er_block_q8_k *)(const void *)(x + (size_t)j * xs) + i;
             isum[j] = imin[j] = _mm512_setzero_si512();
@@ -250,6 +250,7 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
             /* decode: the record in address order, the four pairs' eight
              * sums as independent chains */
             er_kq8_prefetch(rec, rec_bytes);
+            for (int p = 0; p < 4; p++) scale_min(w, p, q5, &scp[0][p], &scp[1][p], &scp[2][p]);
             for (int p = 0; p < 4; p++) sa[0][p] = sb[0][p] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
@@ -285,7 +286,8 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             __m512i sca, scb, mn;
-            scale_min(w, p, q5, &sca, &scb, &mn);
+            if (mt == 1) sca = scp[0][p], scb = scp[1][p], mn = scp[2][p];
+            else scale_min(w, p, q5, &sca, &scb, &mn);
             for (int j = 0; j < mt; j++) {
                 isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(sa[j][p], sca),
                                                                      _mm512_mullo_epi32(sb[j][p], scb)));
