@@ -146,7 +146,15 @@ void er_avx512vnni_repack_q5_k(const void *src, void *dst, size_t row_bytes, int
 
 #define dot4 er_x86_dpbusd512_bcast4
 
-static ALWAYS_INLINE __m512i ld64(const void *p) { return _mm512_loadu_si512(p); }
+/* One 64-byte load whose register serves every use: without the empty asm
+ * the compiler folds the load into each AND and shift that reads it, two
+ * or three loads of one vector, and the load ports, not VPDPBUSD, set the
+ * pace. */
+static ALWAYS_INLINE __m512i ld64(const void *p) {
+    __m512i v = _mm512_loadu_si512(p);
+    __asm__("" : "+v"(v));
+    return v;
+}
 
 /* What the sums are, times: a's and b's (per pair), and the whole's. */
 #define Q4_SHIFT 4

@@ -74,18 +74,36 @@ void er_avx512vnni_repack_q6_k(const void *src, void *dst, size_t row_bytes, int
 
 /* ---- kernels ---------------------------------------------------------------- */
 
-static ALWAYS_INLINE __m512i ld64(const void *p) { return _mm512_loadu_si512(p); }
+/* One 64-byte load whose register serves every use: without the empty asm
+ * the compiler folds the load into each AND and shift that reads it, two
+ * or three loads of one vector, and the load ports, not VPDPBUSD, set the
+ * pace. */
+static ALWAYS_INLINE __m512i ld64(const void *p) {
+    __m512i v = _mm512_loadu_si512(p);
+    __asm__("" : "+v"(v));
+    return v;
+}
 
-/* group t's quants of stream st, row r in 32-bit lane r: streams 0-2 the
- * quant itself, stream 3 four times it */
-static ALWAYS_INLINE __m512i unpack6(const blk_q6_kx16 *w, int t, const int st) {
-    if (st < 3) return _mm512_and_si512(ld64(w->q[t][st]), _mm512_set1_epi8(0x3f));
-    /* 0xe4: bits of the first operand where the third (the mask) is 1,
-     * of the second where it is 0 */
-    const __m512i v0 = ld64(w->q[t][0]), v1 = ld64(w->q[t][1]), v2 = ld64(w->q[t][2]);
+/* Group t's four streams from one load of each vector, row r in 32-bit
+ * lane r: u[0..2] the quants of streams 0-2, u[3] four times stream 3's.
+ * VPTERNLOGD 0xe4: bits of the first operand where the third (the mask)
+ * is 1, of the second where it is 0. */
+static ALWAYS_INLINE void unpack6(const blk_q6_kx16 *w, int t, __m512i u[4]) {
+    const __m512i v0 = ld64(w->q[t][0]), v1 = ld64(w->q[t][1]), v2 = ld64(w->q[t][2]), m6 = _mm512_set1_epi8(0x3f);
+    u[0] = _mm512_and_si512(v0, m6);
+    u[1] = _mm512_and_si512(v1, m6);
+    u[2] = _mm512_and_si512(v2, m6);
     const __m512i hi = _mm512_ternarylogic_epi32(v2, _mm512_srli_epi16(v1, 2), _mm512_set1_epi8((char)0xc0), 0xe4);
     const __m512i all = _mm512_ternarylogic_epi32(hi, _mm512_srli_epi16(v0, 4), _mm512_set1_epi8((char)0xf0), 0xe4);
-    return _mm512_and_si512(all, _mm512_set1_epi8((char)0xfc));
+    u[3] = _mm512_and_si512(all, _mm512_set1_epi8((char)0xfc));
+}
+
+/* group t's stream st alone (the tiles' order: one stream for all rows) */
+static ALWAYS_INLINE __m512i unpack6_st(const blk_q6_kx16 *w, int t, const int st) {
+    if (st < 3) return _mm512_and_si512(ld64(w->q[t][st]), _mm512_set1_epi8(0x3f));
+    __m512i u[4];
+    unpack6(w, t, u);
+    return u[3];
 }
 
 /* acc + VPDPBUSD of u with the 4 signed bytes at p in every lane ({1to16}) */
@@ -147,18 +165,25 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx16 *wg, const unsigned char 
             const act_q6 *c = &a[0][i - i0];
 #pragma GCC unroll 4
             for (int b = 0; b < 4; b++) {
-                __m512i s[4];
-                for (int st = 0; st < 4; st++) s[st] = _mm512_set1_epi32(c->c[4 * st + b]);
+                /* the scales before the quants: the record in address order */
+                __m512i s[4], sc[4];
+                for (int st = 0; st < 4; st++) {
+                    sc[st] = scales(w, 4 * st + b);
+                    s[st] = _mm512_set1_epi32(c->c[4 * st + b]);
+                }
 #pragma GCC unroll 4
                 for (int t = 4 * b; t < 4 * b + 4; t++) {
-                    for (int st = 0; st < 4; st++) s[st] = dot4(s[st], unpack6(w, t, st), xq + 64 * st + 4 * t);
+                    __m512i u[4];
+                    unpack6(w, t, u);
+                    for (int st = 0; st < 4; st++) s[st] = dot4(s[st], u[st], xq + 64 * st + 4 * t);
                 }
                 for (int st = 0; st < 4; st++)
-                    isum[0] = _mm512_add_epi32(isum[0], _mm512_mullo_epi32(exact(s[st], st), scales(w, 4 * st + b)));
+                    isum[0] = _mm512_add_epi32(isum[0], _mm512_mullo_epi32(exact(s[st], st), sc[st]));
             }
         } else {
             /* stream by stream: each unpacked group serves every activation
              * row while mt sums and mt isums stay in registers */
+            er_kq8_prefetch_l2(w, sizeof *w);
 #pragma GCC unroll 4
             for (int st = 0; st < 4; st++)
 #pragma GCC unroll 1
@@ -167,7 +192,7 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx16 *wg, const unsigned char 
                     for (int j = 0; j < mt; j++) s[j] = _mm512_set1_epi32(a[j][i - i0].c[4 * st + b]);
 #pragma GCC unroll 4
                     for (int t = 4 * b; t < 4 * b + 4; t++) {
-                        const __m512i u = unpack6(w, t, st);
+                        const __m512i u = unpack6_st(w, t, st);
                         for (int j = 0; j < mt; j++) s[j] = dot4(s[j], u, xb[j]->qs + 64 * st + 4 * t);
                     }
                     const __m512i sc = scales(w, 4 * st + b);
