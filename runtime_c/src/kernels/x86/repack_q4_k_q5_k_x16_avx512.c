@@ -263,7 +263,7 @@ static ALWAYS_INLINE __m512 accum16(__m512 sum, __m512 dw, __m512 dmw, float dx,
  * super-blocks [i0, i1): acc[j] (lane r = weight row r) += ... The record
  * at wg + i * rec_bytes is a blk_q4_kx16, or a blk_q5_kx16 when q5. */
 static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, size_t xs, const int mt, int i0,
-                                     int i1, act_q4 a[MT][KB], __m512 acc[MT], const int q5) {
+                                     int i1, act_q4 a[MT][KB], __m512 acc[MT], int pf, const int q5) {
     const size_t rec_bytes = q5 ? sizeof(blk_q5_kx16) : sizeof(blk_q4_kx16);
     for (int i = i0; i < i1; i++) {
         const uint8_t *rec = wg + (size_t)i * rec_bytes;
@@ -294,7 +294,9 @@ static ALWAYS_INLINE void group_tile(const uint8_t *wg, const unsigned char *x, 
             }
         } else {
             /* pair by pair: each unpacked group serves every activation row */
-            er_kq8_prefetch_l2(rec, rec_bytes);
+            /* by the first activation tile only: the later ones find the chunk
+             * (er_kq8_row_chunk) in L2 */
+            if (pf) er_kq8_prefetch_l2(rec, rec_bytes);
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 for (int j = 0; j < mt; j++) sa[j][p] = sb[j][p] = _mm512_setzero_si512();
@@ -340,12 +342,12 @@ static ALWAYS_INLINE void rows_tile(const er_matmul_args *a, size_t group_bytes,
         __m512 acc[MT];
         for (int j = 0; j < mt; j++) acc[j] = i0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)j * a->y_stride);
         switch (mt) {
-        case 1: group_tile(wg, xj, a->x_stride, 1, i0, i1, ab, acc, q5); break;
-        case 2: group_tile(wg, xj, a->x_stride, 2, i0, i1, ab, acc, q5); break;
-        case 3: group_tile(wg, xj, a->x_stride, 3, i0, i1, ab, acc, q5); break;
-        case 4: group_tile(wg, xj, a->x_stride, 4, i0, i1, ab, acc, q5); break;
-        case 5: group_tile(wg, xj, a->x_stride, 5, i0, i1, ab, acc, q5); break;
-        default: group_tile(wg, xj, a->x_stride, 6, i0, i1, ab, acc, q5); break;
+        case 1: group_tile(wg, xj, a->x_stride, 1, i0, i1, ab, acc, j0 == 0, q5); break;
+        case 2: group_tile(wg, xj, a->x_stride, 2, i0, i1, ab, acc, j0 == 0, q5); break;
+        case 3: group_tile(wg, xj, a->x_stride, 3, i0, i1, ab, acc, j0 == 0, q5); break;
+        case 4: group_tile(wg, xj, a->x_stride, 4, i0, i1, ab, acc, j0 == 0, q5); break;
+        case 5: group_tile(wg, xj, a->x_stride, 5, i0, i1, ab, acc, j0 == 0, q5); break;
+        default: group_tile(wg, xj, a->x_stride, 6, i0, i1, ab, acc, j0 == 0, q5); break;
         }
         for (int j = 0; j < mt; j++) _mm512_storeu_ps(y + (size_t)j * a->y_stride, acc[j]);
     }

@@ -159,7 +159,7 @@ static ALWAYS_INLINE __m512 accum16(__m512 sum, __m512 dw, float dx, __m512i isu
 /* One group of 16 weight rows against mt (1..MT) activation rows over
  * super-blocks [i0, i1): acc[j] (lane r = weight row r) += ... */
 static ALWAYS_INLINE void group_tile(const blk_q6_kx16 *wg, const unsigned char *x, size_t xs, const int mt, int i0,
-                                     int i1, act_q6 a[MT][KB], __m512 acc[MT]) {
+                                     int i1, act_q6 a[MT][KB], __m512 acc[MT], int pf) {
     for (int i = i0; i < i1; i++) {
         const blk_q6_kx16 *w = wg + i;
         const er_block_q8_k *xb[MT];
@@ -194,7 +194,9 @@ static ALWAYS_INLINE void group_tile(const blk_q6_kx16 *wg, const unsigned char 
         } else {
             /* stream by stream: each unpacked group serves every activation
              * row while mt sums and mt isums stay in registers */
-            er_kq8_prefetch_l2(w, sizeof *w);
+            /* by the first activation tile only: the later ones find the chunk
+             * (er_kq8_row_chunk) in L2 */
+            if (pf) er_kq8_prefetch_l2(w, sizeof *w);
 #pragma GCC unroll 4
             for (int st = 0; st < 4; st++)
 #pragma GCC unroll 1
@@ -231,14 +233,14 @@ static void rows_tile(const er_matmul_args *a, size_t group_bytes, int c0, int c
         /* one call per tile height, so each inlined copy keeps its
          * accumulators in registers */
         switch (mt) {
-        case 1: group_tile(wg, xj, a->x_stride, 1, i0, i1, ab, acc); break;
-        case 2: group_tile(wg, xj, a->x_stride, 2, i0, i1, ab, acc); break;
-        case 3: group_tile(wg, xj, a->x_stride, 3, i0, i1, ab, acc); break;
-        case 4: group_tile(wg, xj, a->x_stride, 4, i0, i1, ab, acc); break;
-        case 5: group_tile(wg, xj, a->x_stride, 5, i0, i1, ab, acc); break;
-        case 6: group_tile(wg, xj, a->x_stride, 6, i0, i1, ab, acc); break;
-        case 7: group_tile(wg, xj, a->x_stride, 7, i0, i1, ab, acc); break;
-        default: group_tile(wg, xj, a->x_stride, 8, i0, i1, ab, acc); break;
+        case 1: group_tile(wg, xj, a->x_stride, 1, i0, i1, ab, acc, j0 == 0); break;
+        case 2: group_tile(wg, xj, a->x_stride, 2, i0, i1, ab, acc, j0 == 0); break;
+        case 3: group_tile(wg, xj, a->x_stride, 3, i0, i1, ab, acc, j0 == 0); break;
+        case 4: group_tile(wg, xj, a->x_stride, 4, i0, i1, ab, acc, j0 == 0); break;
+        case 5: group_tile(wg, xj, a->x_stride, 5, i0, i1, ab, acc, j0 == 0); break;
+        case 6: group_tile(wg, xj, a->x_stride, 6, i0, i1, ab, acc, j0 == 0); break;
+        case 7: group_tile(wg, xj, a->x_stride, 7, i0, i1, ab, acc, j0 == 0); break;
+        default: group_tile(wg, xj, a->x_stride, 8, i0, i1, ab, acc, j0 == 0); break;
         }
         for (int j = 0; j < mt; j++) _mm512_storeu_ps(y + (size_t)j * a->y_stride, acc[j]);
     }
