@@ -52,10 +52,14 @@
  *
  * Measured (Zen 4, one thread, scripts/kernel_stream.c, avx512vnni; before
  * = the 6-bit fields decoded per sub-block, the high nibble shifted down,
- * each vector loaded once per use): 256 x 2048 from L2, m = 1: Q4_K 53.9
- * -> 70.6 GB/s, Q5_K 53.6 -> 62.3; 32768 x 4096 from DRAM, m = 1, ratio
- * to a plain read: Q4_K 0.72-0.85 -> 0.87-0.91, Q5_K 0.35 -> 0.79-0.84;
- * m = 4 from DRAM: Q4_K 7.2-7.4 -> 3.8-3.9 ms, Q5_K 9.5-9.7 -> 4.2-4.3.
+ * each vector loaded once per use): 256 x 2048 from L2, m = 1: Q4_K 54.2
+ * -> 70.6 GB/s, Q5_K 53.9 -> 62.2; 32768 x 4096 from DRAM, m = 1, ratio
+ * to a plain read: Q4_K 0.58-0.82 -> 0.88-0.93, Q5_K 0.31-0.37 ->
+ * 0.81-0.89; m = 4 from DRAM: Q4_K 7.4-7.7 -> 3.8-4.2 ms, Q5_K 9.7-10.2 ->
+ * 4.3-5.0; m = 4 from L2 about even (Q4_K 13.4 -> 13.1-13.5 us, Q5_K 14.2
+ * -> 14.5: the L2 prefetch's cost); m = 64, 768 x 2048: Q4_K 631 -> 602
+ * us, Q5_K 650 -> 641. A 110M Llama all Q5_K decodes at 356-402 tok/s
+ * where it took 132-146 (edgerun-cli, one thread, --warmup 8).
  *
  * Arithmetic: per row and super-block isum = sum_j sc_j * (q_j . x_j) and
  * imin = sum_j mn_j * (bsums_2j + bsums_2j+1), the same exact int32 as

@@ -34,14 +34,17 @@
  *
  * Each vector is loaded once per group (ld64): left to itself the compiler
  * folded the load into every AND and shift that reads it, and the load
- * ports set the pace. Decode reads the record in address order (a block's
- * scales before its quants); several activation rows prefetch the records
- * into L2 (er_kq8_prefetch_l2), which from L2 costs them 10% (256 x 2048,
- * m = 4: 14.0 -> 15.6 us) and from DRAM gains 1.5-1.7x.
+ * ports set the pace. Decode and tiles of up to 4 rows read the record in
+ * address order (a block's scales before its quants, all four streams of
+ * a group from one unpacking); several activation rows prefetch the
+ * records into L2 (er_kq8_prefetch_l2), which from DRAM gains them
+ * 1.5-1.8x and from L2 costs a few percent.
  *
  * Measured (Zen 4, one thread, scripts/kernel_stream.c, avx512vnni): 256 x
- * 2048 from L2, m = 1: 62.0 -> 75.7 GB/s; 32768 x 4096 from DRAM: m = 1
- * ratio to a plain read 0.76-0.85 -> 0.82-0.83, m = 4 12.4 -> 7.3-8.7 ms.
+ * 2048 from L2, m = 1: 62.1 -> 75.7 GB/s; m = 4: 13.9-14.0 -> 14.6 us;
+ * 32768 x 4096 from DRAM: m = 1 ratio to a plain read 0.76-0.78 ->
+ * 0.75-0.86 (the hardware prefetchers' pace), m = 4 12.6-12.8 -> 7.0-8.3
+ * ms; m = 64, 768 x 2048: 620 -> 622 us.
  *
  * Arithmetic: per row and super-block isum = sum_j sc_j * sum_k (q_k - 32)
  * x_k, the same exact int32 as generic's (|isum| < 2^25); the float tail is
