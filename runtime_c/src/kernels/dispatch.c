@@ -142,7 +142,8 @@ int er_x86_decode_prefetch;
  * 110M Q4_0 token from 2.37 to 1.9-2.05 ms; on Zen 4 (family 0x19) the
  * hardware prefetchers keep up alone and the same instructions cost: Q8_0
  * 16-row 2.85 against 2.39 ms, Q4_K and Q6_K 1.3-1.8x, IQ4_XS and Q3_K a
- * third of the DRAM rate. So off for AMD family 0x19 (Zen 4, and Zen 3,
+ * third of the DRAM rate (the Q4_K/Q5_K/Q6_K kernels as rewritten since:
+ * a plain read's 0.75-0.93 off, 0.52-0.71 on). So off for AMD family 0x19 (Zen 4, and Zen 3,
  * which shares the family and was not measured) and on elsewhere, as the
  * kernels were tuned before Zen 4 was measured. EDGERUN_DECODE_PREFETCH=0|1
  * overrides it, to measure a new CPU both ways. */

@@ -1,11 +1,13 @@
 /*
- * kq_regroup_x86.h — what the writers of the 8-row (AVX2) and 16-row
- * (avx512vnni) Q5_K and Q6_K layouts share: a file super-block's quants in
- * element order, and where row r of a G-row record keeps them. The two
- * layouts differ only in G (4 * G bytes per group of 4 elements of all the
- * record's rows), so a change to the byte order is made once for both
- * (repack_q4_k_q5_k_avx2.c, repack_q4_k_q5_k_x16_avx512.c,
- * repack_q6_k_avx2.c, repack_q6_k_x16_avx512.c). Plain C, run at open.
+ * kq_regroup_x86.h — what the writers of the x86 Q5_K and Q6_K layouts
+ * share: a file super-block's quants in element order (both types, both
+ * tables), and where row r of a G-row record keeps them. The 8-row (AVX2)
+ * and 16-row (avx512vnni) Q6_K layouts differ only in G (4 * G bytes per
+ * group of 4 elements of all the record's rows), so a change to its byte
+ * order is made once for both (repack_q6_k_avx2.c, repack_q6_k_x16_avx512.c).
+ * Q5_K's 16-row record is group-major with its top bits first in each
+ * group (repack_q4_k_q5_k_x16_avx512.c writes it), so er_kq_q5_put is the
+ * 8-row layout's only (repack_q4_k_q5_k_avx2.c). Plain C, run at open.
  */
 #ifndef ER_KERNELS_KQ_REGROUP_X86_H
 #define ER_KERNELS_KQ_REGROUP_X86_H
