@@ -200,28 +200,29 @@ static ALWAYS_INLINE void tail16(__m256 acc[2], const er_f16 *d, const er_f16 *d
                           _mm512_extracti64x4_epi64(imin, 1));
 }
 
-/* Decode (one activation row) prefetches the record PFD on, line by line.
- * The matrix is one sequential stream (the next group's records follow
- * this group's last), yet the hardware prefetchers left the kernels short
- * of the memory's rate: 110M shapes from DRAM, medians of 5-6 interleaved
- * runs on a shared Zen 5 VM, GB/s without / PFD 4 / PFD 8: IQ4_XS 18.5-20.8
- * / 28.5-29.1 / 24.4, Q3_K 22.2-23.5 / 22.7-34.2 / 28.5, Q2_K 19.4-24.5 /
- * 20.8-31.0 / 24.6; from cache it costs 5-14%. A prefill reads each record
- * from L2 for every further tile and prefetches nothing. */
-enum { PFD = 4 };
-static ALWAYS_INLINE void prefetch_on(const void *w, size_t rec) {
-    for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + PFD * rec + c, _MM_HINT_T0);
+/* Decode (one activation row) follows the CPU's prefetch policy
+ * (er_kq8_prefetch: nothing on Zen 4, whose hardware prefetchers follow
+ * this one sequential stream alone); a tile of several rows is
+ * compute-bound and prefetches into L2 (er_kq8_prefetch_l2), only in the
+ * first tile, the one that reads the group from memory. Before, every CPU
+ * prefetched 4 records ahead into L1, which on Zen 4 (one thread,
+ * kernel_stream, 65536 x 4096 from DRAM, ratio to a plain read, m = 1 / m
+ * = 4) left IQ4_XS at 0.48 / 0.38 (now 0.87 / 0.58), Q3_K 0.51 / 0.32
+ * (0.65 / 0.45), Q2_K 21.7 GB/s / 0.27 (27.2 GB/s / 0.38). */
+static ALWAYS_INLINE void prefetch_rec(const void *w, size_t rec, int mt) {
+    if (mt == 1) er_kq8_prefetch(w, rec);
+    else er_kq8_prefetch_l2(w, rec);
 }
 
 /* One group of 16 weight rows against mt (1..MT) activation rows over all
  * super-blocks: acc[j][h] (lane r = weight row 8h + r) += ... */
 static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                  __m256 acc[MT][2]) {
+                                  __m256 acc[MT][2], int pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03), k32 = _mm512_set1_epi8(32);
     const __m512i m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(7);
     for (int i = 0; i < nb; i++) {
         const blk_q3_kx16 *w = wg + i;
-        if (mt == 1) prefetch_on(w, sizeof *w);
+        if (pf) prefetch_rec(w, sizeof *w, mt);
         const er_block_q8_k *xb[MT];
         int32_t off[MT][16];
         __m512i isum[MT];
@@ -277,11 +278,11 @@ static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned 
 }
 
 static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                  __m256 acc[MT][2]) {
+                                  __m256 acc[MT][2], int pf) {
     const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi16(0x0f), lo16 = _mm512_set1_epi32(0xffff);
     for (int i = 0; i < nb; i++) {
         const blk_q2_kx16 *w = wg + i;
-        if (mt == 1) prefetch_on(w, sizeof *w);
+        if (pf) prefetch_rec(w, sizeof *w, mt);
         const er_block_q8_k *xb[MT];
         __m512i isum[MT], imin[MT];
         for (int j = 0; j < mt; j++) {
@@ -318,14 +319,14 @@ static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned 
 }
 
 static ALWAYS_INLINE void iq4_rows(const blk_iq4_xsx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                   __m256 acc[MT][2]) {
+                                   __m256 acc[MT][2], int pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     /* the grid + 128: unsigned for VPDPBUSD */
     const __m512i grid = _mm512_broadcast_i32x4(
         _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)er_iq4nl_values), _mm_set1_epi8((char)0x80)));
     for (int i = 0; i < nb; i++) {
         const blk_iq4_xsx16 *w = wg + i;
-        if (mt == 1) prefetch_on(w, sizeof *w);
+        if (pf) prefetch_rec(w, sizeof *w, mt);
         const er_block_q8_k *xb[MT];
         /* -128 times each sub-block's activation sum (the offset of the
          * grid + 128), one madd for all 8: broadcast from memory below,
@@ -365,10 +366,10 @@ static ALWAYS_INLINE void iq4_rows(const blk_iq4_xsx16 *wg, int nb, const unsign
 }
 
 static ALWAYS_INLINE void rows_t(const void *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                 __m256 acc[MT][2], const int t) {
-    if (t == KQ3) q3_rows(wg, nb, x, xs, mt, acc);
-    else if (t == KQ2) q2_rows(wg, nb, x, xs, mt, acc);
-    else iq4_rows(wg, nb, x, xs, mt, acc);
+                                 __m256 acc[MT][2], const int t, int pf) {
+    if (t == KQ3) q3_rows(wg, nb, x, xs, mt, acc, pf);
+    else if (t == KQ2) q2_rows(wg, nb, x, xs, mt, acc, pf);
+    else iq4_rows(wg, nb, x, xs, mt, acc, pf);
 }
 
 /* one 16-row group against activation rows [j0, j0 + mt) */
@@ -376,7 +377,8 @@ static ALWAYS_INLINE void group16(const er_matmul_args *a, const void *wg, int n
                                   const int t) {
     __m256 acc[MT][2];
     for (int j = 0; j < MT; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-    rows_t(wg, nb, (const unsigned char *)a->x + (size_t)j0 * a->x_stride, a->x_stride, mt, acc, t);
+    /* only the first tile of activation rows reads the group from memory */
+    rows_t(wg, nb, (const unsigned char *)a->x + (size_t)j0 * a->x_stride, a->x_stride, mt, acc, t, j0 == 0);
     for (int j = 0; j < mt; j++) {
         float *y = a->y + (size_t)(j0 + j) * a->y_stride + (size_t)r;
         _mm256_storeu_ps(y, acc[j][0]);
