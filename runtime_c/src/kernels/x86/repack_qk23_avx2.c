@@ -219,7 +219,7 @@ static ALWAYS_INLINE void prefetch_rec(const void *w, size_t rec, int mt) {
 static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
                                   __m256 acc[MT][2], int pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03), k32 = _mm512_set1_epi8(32);
-    const __m512i m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(7);
+    const __m512i m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(7), lo16 = _mm512_set1_epi32(0xffff);
     for (int i = 0; i < nb; i++) {
         const blk_q3_kx16 *w = wg + i;
         if (pf) prefetch_rec(w, sizeof *w, mt);
@@ -241,7 +241,13 @@ static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned 
                                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 4), m2), 4));
         o[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a1, 4), m4),
                                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 6), m2), 4));
-        for (int c = 0; c < 4; c++) o[c] = _mm512_sub_epi8(o[c], k32);
+        /* scale 4c + b as int16 in half b / 2 of lane r of s16[c][b % 2] */
+        __m512i s16[4][2];
+        for (int c = 0; c < 4; c++) {
+            o[c] = _mm512_sub_epi8(o[c], k32);
+            s16[c][0] = _mm512_srai_epi16(_mm512_slli_epi16(o[c], 8), 8);
+            s16[c][1] = _mm512_srai_epi16(o[c], 8);
+        }
 #pragma GCC unroll 8
         for (int p = 0; p < 8; p++) {
             const __m512i qa = ld5(w->q[p][0]), qb = ld5(w->q[p][1]), qc = ld5(w->q[p][2]);
@@ -262,13 +268,17 @@ static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned 
 #pragma GCC unroll 2
             for (int s = 0; s < 2; s++) {
                 const int t = 2 * p + s;
-                /* scale t: byte t % 4 of o[t / 4], sign-extended */
-                const __m512i sv = _mm512_srai_epi32(_mm512_slli_epi32(o[t / 4], (unsigned)(24 - 8 * (t % 4))), 24);
+                /* (scale t, 0) as int16: the sub-block's sum a fits int16
+                 * (|a| <= 16 * 4 * 128), so VPDPWSSD takes a times the scale
+                 * plus a's sign half times 0, in one instruction where
+                 * VPMULLD and the add took two (and VPMULLD is slow) */
+                const __m512i sp = s16[t / 4][t % 2];
+                const __m512i sv = t % 4 < 2 ? _mm512_and_si512(sp, lo16) : _mm512_srli_epi32(sp, 16);
                 for (int j = 0; j < mt; j++) {
                     const int8_t *xq = xb[j]->qs + 16 * t;
                     __m512i a = _mm512_set1_epi32(off[j][t]);
                     for (int g = 0; g < 4; g++) a = er_x86_dpbusd512_bcast4(a, u[4 * s + g], xq + 4 * g);
-                    isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a, sv));
+                    isum[j] = _mm512_dpwssd_epi32(isum[j], a, sv);
                 }
             }
         }
