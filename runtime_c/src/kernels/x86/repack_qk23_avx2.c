@@ -307,7 +307,7 @@ static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned 
             for (int j = 0; j < mt; j++) {
                 int32_t bs;
                 memcpy(&bs, xb[j]->bsums + 2 * p, sizeof bs);
-                imin[j] = _mm512_add_epi32(imin[j], _mm512_madd_epi16(mn, _mm512_set1_epi32(bs)));
+                imin[j] = _mm512_dpwssd_epi32(imin[j], mn, _mm512_set1_epi32(bs));
             }
 #pragma GCC unroll 2
             for (int s = 0; s < 2; s++) {
@@ -320,7 +320,8 @@ static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned 
                     const int8_t *xq = xb[j]->qs + 16 * t;
                     __m512i a = _mm512_setzero_si512();
                     for (int g = 0; g < 4; g++) a = er_x86_dpbusd512_bcast4(a, u[g], xq + 4 * g);
-                    isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a, sv));
+                    /* a fits int16 (|a| <= 16 * 3 * 128): a times (s, 0) */
+                    isum[j] = _mm512_dpwssd_epi32(isum[j], a, sv);
                 }
             }
         }
