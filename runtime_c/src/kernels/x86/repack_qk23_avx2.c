@@ -82,9 +82,6 @@ _Static_assert(sizeof(blk_iq4_xsx16) == 16 * sizeof(er_block_iq4_xs), "IQ4_XSx16
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-/* once, in the AVX2 build: the avx512vnni table shares the layouts */
-#if !ER_X86_VNNI
-
 /* A file block's 256 two-bit codes (Q2_K, Q3_K) in element order. */
 static void low2_codes(const uint8_t qs[64], uint8_t q[ER_QK_K]) {
     for (int h = 0; h < 2; h++)
@@ -92,14 +89,43 @@ static void low2_codes(const uint8_t qs[64], uint8_t q[ER_QK_K]) {
             for (int l = 0; l < 32; l++) q[128 * h + 32 * j + l] = (uint8_t)((qs[32 * h + l] >> (2 * j)) & 3);
 }
 
+static const void *src_block(const void *src, size_t row_bytes, int row, size_t bs, int i) {
+    return (const uint8_t *)src + (size_t)row * row_bytes + (size_t)i * bs;
+}
+
+/* d, dmin and scales of row r of a Q2_K record, both layouts */
+static void q2_head(blk_q2_kx16 *out, const er_block_q2_k *in, int r) {
+    memcpy(&out->d[r], &in->d, sizeof in->d);
+    memcpy(&out->dmin[r], &in->dmin, sizeof in->dmin);
+    for (int t = 0; t < 16; t++) out->sc[t / 2][2 * r + t % 2] = in->scales[t];
+}
+
+#if ER_X86_VNNI
+void er_avx512vnni_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+    const int nb = n_in / ER_QK_K;
+    blk_q2_kx16 *out = dst;
+    uint8_t q[ER_QK_K];
+    for (int g = 0; g < n_out / 16; g++)
+        for (int i = 0; i < nb; i++, out++)
+            for (int r = 0; r < 16; r++) {
+                const er_block_q2_k *in = src_block(src, row_bytes, 16 * g + r, sizeof *in, i);
+                q2_head(out, in, r);
+                low2_codes(in->qs, q);
+                for (int p = 0; p < 8; p++)
+                    for (int e = 0; e < 2; e++)
+                        for (int k = 0; k < 4; k++) {
+                            const uint8_t *ev = q + 32 * p + 8 * e + k, *od = ev + 16;
+                            out->q[2 * p + e][4 * r + k] = (uint8_t)(od[0] | ev[0] << 2 | od[4] << 4 | ev[4] << 6);
+                        }
+            }
+}
+#else
+/* once, in the AVX2 build: the avx512vnni table shares the other layouts */
+
 /* the slot byte of codes q (element order) for sub-block t, lane byte k */
 static uint8_t pack4(const uint8_t q[ER_QK_K], int t, int k) {
     const uint8_t *e = q + 16 * t + k;
     return (uint8_t)(e[0] | e[4] << 2 | e[8] << 4 | e[12] << 6);
-}
-
-static const void *src_block(const void *src, size_t row_bytes, int row, size_t bs, int i) {
-    return (const uint8_t *)src + (size_t)row * row_bytes + (size_t)i * bs;
 }
 
 void er_avx2_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
@@ -138,9 +164,7 @@ void er_avx2_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in,
         for (int i = 0; i < nb; i++, out++)
             for (int r = 0; r < 16; r++) {
                 const er_block_q2_k *in = src_block(src, row_bytes, 16 * g + r, sizeof *in, i);
-                memcpy(&out->d[r], &in->d, sizeof in->d);
-                memcpy(&out->dmin[r], &in->dmin, sizeof in->dmin);
-                for (int t = 0; t < 16; t++) out->sc[t / 2][2 * r + t % 2] = in->scales[t];
+                q2_head(out, in, r);
                 low2_codes(in->qs, q);
                 for (int t = 0; t < 16; t++)
                     for (int k = 0; k < 4; k++) out->q[t][4 * r + k] = pack4(q, t, k);
@@ -289,15 +313,18 @@ static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned 
 
 static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
                                   __m256 acc[MT][2], int pf) {
-    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi16(0x0f), lo16 = _mm512_set1_epi32(0xffff);
+    const __m512i m3 = _mm512_set1_epi8(3), mc = _mm512_set1_epi8(0x0c), m4 = _mm512_set1_epi16(0x0f);
+    const __m512i lo16 = _mm512_set1_epi32(0xffff);
     for (int i = 0; i < nb; i++) {
         const blk_q2_kx16 *w = wg + i;
         if (pf) prefetch_rec(w, sizeof *w, mt);
         const er_block_q8_k *xb[MT];
-        __m512i isum[MT], imin[MT];
+        /* 4 times the integer sums: the even sub-blocks' codes are taken
+         * in place, 4 times their value (see the layout) */
+        __m512i isum4[MT], imin[MT];
         for (int j = 0; j < mt; j++) {
             xb[j] = (const er_block_q8_k *)(const void *)(x + (size_t)j * xs) + i;
-            isum[j] = imin[j] = _mm512_setzero_si512();
+            isum4[j] = imin[j] = _mm512_setzero_si512();
         }
 #pragma GCC unroll 8
         for (int p = 0; p < 8; p++) {
@@ -309,23 +336,28 @@ static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned 
                 memcpy(&bs, xb[j]->bsums + 2 * p, sizeof bs);
                 imin[j] = _mm512_dpwssd_epi32(imin[j], mn, _mm512_set1_epi32(bs));
             }
-#pragma GCC unroll 2
-            for (int s = 0; s < 2; s++) {
-                const int t = 2 * p + s;
-                const __m512i q = ld5(w->q[t]);
-                __m512i u[4];
-                for (int g = 0; g < 4; g++) u[g] = _mm512_and_si512(g ? _mm512_srli_epi16(q, (unsigned)(2 * g)) : q, m3);
-                const __m512i sv = s ? _mm512_srli_epi32(sc, 16) : _mm512_and_si512(sc, lo16);
-                for (int j = 0; j < mt; j++) {
-                    const int8_t *xq = xb[j]->qs + 16 * t;
-                    __m512i a = _mm512_setzero_si512();
-                    for (int g = 0; g < 4; g++) a = er_x86_dpbusd512_bcast4(a, u[g], xq + 4 * g);
-                    /* a fits int16 (|a| <= 16 * 3 * 128): a times (s, 0) */
-                    isum[j] = _mm512_dpwssd_epi32(isum[j], a, sv);
+            /* (sc_2p, 0) for the even sum (already 4 times), (4 sc_2p+1, 0)
+             * for the odd: bits 14-15 of sc's low int16 are clear */
+            const __m512i sv_e = _mm512_and_si512(sc, lo16), sv_o = _mm512_srli_epi32(sc, 14);
+            const __m512i q0 = ld5(w->q[2 * p]), q1 = ld5(w->q[2 * p + 1]);
+            const __m512i h0 = _mm512_srli_epi16(q0, 4), h1 = _mm512_srli_epi16(q1, 4);
+            const __m512i od[4] = {_mm512_and_si512(q0, m3), _mm512_and_si512(h0, m3), _mm512_and_si512(q1, m3),
+                                   _mm512_and_si512(h1, m3)};
+            const __m512i ev[4] = {_mm512_and_si512(q0, mc), _mm512_and_si512(h0, mc), _mm512_and_si512(q1, mc),
+                                   _mm512_and_si512(h1, mc)};
+            for (int j = 0; j < mt; j++) {
+                const int8_t *xe = xb[j]->qs + 32 * p, *xo = xe + 16;
+                __m512i ae = _mm512_setzero_si512(), ao = _mm512_setzero_si512();
+                for (int g = 0; g < 4; g++) {
+                    ae = er_x86_dpbusd512_bcast4(ae, ev[g], xe + 4 * g);
+                    ao = er_x86_dpbusd512_bcast4(ao, od[g], xo + 4 * g);
                 }
+                /* |ae| <= 4 * 16 * 3 * 128 and |ao| fit int16: a times (s, 0) */
+                isum4[j] = _mm512_dpwssd_epi32(isum4[j], ae, sv_e);
+                isum4[j] = _mm512_dpwssd_epi32(isum4[j], ao, sv_o);
             }
         }
-        for (int j = 0; j < mt; j++) tail16(acc[j], w->d, w->dmin, xb[j]->d, isum[j], imin[j]);
+        for (int j = 0; j < mt; j++) tail16(acc[j], w->d, w->dmin, xb[j]->d, _mm512_srai_epi32(isum4[j], 2), imin[j]);
     }
 }
 
