@@ -214,14 +214,19 @@ enum { KQ3, KQ2, IQ4XS };
 
 static ALWAYS_INLINE __m512i ld5(const void *p) { return _mm512_loadu_si512(p); }
 
-/* er_kq8_accum on rows 0-7 and 8-15 */
-static ALWAYS_INLINE void tail16(__m256 acc[2], const er_f16 *d, const er_f16 *dmin, float dx, __m512i isum,
-                                 __m512i imin) {
-    const __m256 z = _mm256_setzero_ps();
-    acc[0] = er_kq8_accum(acc[0], ld_f16x8(d), dmin ? ld_f16x8(dmin) : z, dx, _mm512_castsi512_si256(isum),
-                          _mm512_castsi512_si256(imin));
-    acc[1] = er_kq8_accum(acc[1], ld_f16x8(d + 8), dmin ? ld_f16x8(dmin + 8) : z, dx, _mm512_extracti64x4_epi64(isum, 1),
-                          _mm512_extracti64x4_epi64(imin, 1));
+/* er_kq8_accum on all 16 rows at once, statement for statement (the same
+ * bits lane by lane); two 256-bit halves took twice the instructions, a
+ * twentieth of Q2_K's decode loop */
+static ALWAYS_INLINE __m512 tail16(__m512 sum, const er_f16 *d, const er_f16 *dmin, float dx, __m512i isum,
+                                   __m512i imin) {
+    const __m512 vdx = _mm512_set1_ps(dx);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)d));
+    const __m512 dmw = dmin ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dmin)) : _mm512_setzero_ps();
+    const __m512 dd = _mm512_mul_ps(dw, vdx);
+    const __m512 dm = _mm512_mul_ps(dmw, vdx);
+    const __m512 a = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum));
+    const __m512 b = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(imin));
+    return _mm512_add_ps(sum, _mm512_sub_ps(a, b));
 }
 
 /* Decode (one activation row) follows the CPU's prefetch policy
@@ -239,9 +244,9 @@ static ALWAYS_INLINE void prefetch_rec(const void *w, size_t rec, int mt) {
 }
 
 /* One group of 16 weight rows against mt (1..MT) activation rows over all
- * super-blocks: acc[j][h] (lane r = weight row 8h + r) += ... */
+ * super-blocks: acc[j] (lane r = weight row r) += ... */
 static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                  __m256 acc[MT][2], int pf) {
+                                  __m512 acc[MT], int pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03), k32 = _mm512_set1_epi8(32);
     const __m512i m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(7), lo16 = _mm512_set1_epi32(0xffff);
     for (int i = 0; i < nb; i++) {
@@ -307,12 +312,12 @@ static ALWAYS_INLINE void q3_rows(const blk_q3_kx16 *wg, int nb, const unsigned 
             }
         }
         /* generic passes dmin 0 and imin 0: the same statements, the same bits */
-        for (int j = 0; j < mt; j++) tail16(acc[j], w->d, NULL, xb[j]->d, isum[j], _mm512_setzero_si512());
+        for (int j = 0; j < mt; j++) acc[j] = tail16(acc[j], w->d, NULL, xb[j]->d, isum[j], _mm512_setzero_si512());
     }
 }
 
 static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                  __m256 acc[MT][2], int pf) {
+                                  __m512 acc[MT], int pf) {
     const __m512i m3 = _mm512_set1_epi8(3), mc = _mm512_set1_epi8(0x0c), m4 = _mm512_set1_epi16(0x0f);
     const __m512i lo16 = _mm512_set1_epi32(0xffff);
     for (int i = 0; i < nb; i++) {
@@ -357,12 +362,12 @@ static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned 
                 isum4[j] = _mm512_dpwssd_epi32(isum4[j], ao, sv_o);
             }
         }
-        for (int j = 0; j < mt; j++) tail16(acc[j], w->d, w->dmin, xb[j]->d, _mm512_srai_epi32(isum4[j], 2), imin[j]);
+        for (int j = 0; j < mt; j++) acc[j] = tail16(acc[j], w->d, w->dmin, xb[j]->d, _mm512_srai_epi32(isum4[j], 2), imin[j]);
     }
 }
 
 static ALWAYS_INLINE void iq4_rows(const blk_iq4_xsx16 *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                   __m256 acc[MT][2], int pf) {
+                                   __m512 acc[MT], int pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     /* the grid + 128: unsigned for VPDPBUSD */
     const __m512i grid = _mm512_broadcast_i32x4(
@@ -420,12 +425,12 @@ static ALWAYS_INLINE void iq4_rows(const blk_iq4_xsx16 *wg, int nb, const unsign
                 isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(a, ls));
             }
         }
-        for (int j = 0; j < mt; j++) tail16(acc[j], w->d, NULL, xb[j]->d, isum[j], _mm512_setzero_si512());
+        for (int j = 0; j < mt; j++) acc[j] = tail16(acc[j], w->d, NULL, xb[j]->d, isum[j], _mm512_setzero_si512());
     }
 }
 
 static ALWAYS_INLINE void rows_t(const void *wg, int nb, const unsigned char *x, size_t xs, const int mt,
-                                 __m256 acc[MT][2], const int t, int pf) {
+                                 __m512 acc[MT], const int t, int pf) {
     if (t == KQ3) q3_rows(wg, nb, x, xs, mt, acc, pf);
     else if (t == KQ2) q2_rows(wg, nb, x, xs, mt, acc, pf);
     else iq4_rows(wg, nb, x, xs, mt, acc, pf);
@@ -434,14 +439,13 @@ static ALWAYS_INLINE void rows_t(const void *wg, int nb, const unsigned char *x,
 /* one 16-row group against activation rows [j0, j0 + mt) */
 static ALWAYS_INLINE void group16(const er_matmul_args *a, const void *wg, int nb, int j0, int r, const int mt,
                                   const int t) {
-    __m256 acc[MT][2];
-    for (int j = 0; j < MT; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    __m512 acc[MT];
+    for (int j = 0; j < MT; j++) acc[j] = _mm512_setzero_ps();
     /* only the first tile of activation rows reads the group from memory */
     rows_t(wg, nb, (const unsigned char *)a->x + (size_t)j0 * a->x_stride, a->x_stride, mt, acc, t, j0 == 0);
     for (int j = 0; j < mt; j++) {
         float *y = a->y + (size_t)(j0 + j) * a->y_stride + (size_t)r;
-        _mm256_storeu_ps(y, acc[j][0]);
-        _mm256_storeu_ps(y + 8, acc[j][1]);
+        _mm512_storeu_ps(y, acc[j]);
     }
 }
 #else
