@@ -197,10 +197,6 @@ static ALWAYS_INLINE void q3_offsets(const er_block_q8_k *x, int32_t off[16]) {
     _mm256_storeu_si256((__m256i *)(void *)(off + 8), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c, 2)));
 }
 
-static ALWAYS_INLINE __m256 ld_f16x8(const er_f16 *p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-}
-
 enum { KQ3, KQ2, IQ4XS };
 
 #if ER_X86_VNNI
@@ -217,7 +213,7 @@ static ALWAYS_INLINE __m512i ld5(const void *p) { return _mm512_loadu_si512(p); 
 /* A sub-block's start value in every lane, broadcast from memory: from
  * set1, GCC kept the super-block's 16 (or 8) starts in registers and took
  * each out with a shuffle before a register broadcast, 30 shuffles per
- * Q3_K record where a broadcast load costs none: m = 1 Q3_K 36.6 -> 39.1,
+ * Q3_K record where a broadcast load costs none (m = 1 Q3_K 36.6 -> 39.1,
  * IQ4_XS 46.1 -> 47.9 GB/s). */
 static ALWAYS_INLINE __m512i bcast_mem(const int32_t *p) {
 #if defined(__clang__)
@@ -471,6 +467,10 @@ static ALWAYS_INLINE void group16(const er_matmul_args *a, const void *wg, int n
 #define MT 4
 
 static ALWAYS_INLINE __m256i ld(const void *p) { return er_kq8_ld(p); }
+
+static ALWAYS_INLINE __m256 ld_f16x8(const er_f16 *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
 
 /* A sub-block's sum: maddubs pairs in int16, from off in the low int16 of
  * each lane (see the top comment for why nothing saturates) */
