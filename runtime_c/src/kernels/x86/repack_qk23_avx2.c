@@ -211,18 +211,14 @@ enum { KQ3, KQ2, IQ4XS };
 static ALWAYS_INLINE __m512i ld5(const void *p) { return _mm512_loadu_si512(p); }
 
 /* A sub-block's start value in every lane, broadcast from memory: from
- * set1, GCC kept the super-block's 16 (or 8) starts in registers and took
+ * set1, GCC and clang kept the super-block's 16 (or 8) starts in registers and took
  * each out with a shuffle before a register broadcast, 30 shuffles per
  * Q3_K record where a broadcast load costs none (m = 1 Q3_K 36.6 -> 39.1,
  * IQ4_XS 46.1 -> 47.9 GB/s). */
 static ALWAYS_INLINE __m512i bcast_mem(const int32_t *p) {
-#if defined(__clang__)
-    return _mm512_set1_epi32(*p);
-#else
     __m512i r;
     __asm__("vpbroadcastd %1, %0" : "=v"(r) : "m"(*p));
     return r;
-#endif
 }
 
 /* er_kq8_accum on all 16 rows at once, statement for statement (the same
