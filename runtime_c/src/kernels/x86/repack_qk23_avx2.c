@@ -3,7 +3,8 @@
  * super-blocks, AVX2 (and, compiled again, AVX-512 VNNI).
  *
  * Each layout record holds super-block i of 16 weight rows, the same bytes
- * as the file's 16 blocks, regrouped at open (er_avx2_repack_*). Its quants
+ * as the file's 16 blocks, regrouped at open (er_avx2_repack_*, and
+ * er_avx512vnni_repack_q2_k for the avx512vnni table's Q2_K). Its quants
  * come in 64-byte slots: 4 consecutive elements of each of the 16 rows, row
  * r in 32-bit lane r (rows 0-7 the first 32 bytes, rows 8-15 the second).
  * 4 activation bytes broadcast to every lane meet all the rows at once and
@@ -29,8 +30,14 @@
  *   bits and an hmask bit took 29; decode is bound by that count.
  *  Q2_K (1344 bytes): f16 d[16], dmin[16]; u8 sc[8][32] (pair p, byte
  *   2r + s: the scale byte of sub-block 2p + s of row r); u8 q[16][64]:
- *   byte 4r + k of q[t] holds in bits 2g..2g+1 the code of element
- *   16t + 4g + k.
+ *   for AVX2, byte 4r + k of q[t] holds in bits 2g..2g+1 the code of
+ *   element 16t + 4g + k; for avx512vnni, byte 4r + k of q[2p + e] holds
+ *   the codes of elements 8e + k and 8e + 4 + k of sub-block 2p + 1 in
+ *   bits 0-1 and 4-5 and those of sub-block 2p in bits 2-3 and 6-7. An
+ *   AND takes an odd code as it is and an even one in place, 4 times its
+ *   value (one 16-bit shift by 4 serves the upper two): 4 code vectors in
+ *   5 operations where the AVX2 layout took 7 (3 shifts); decode from
+ *   cache is bound by the count of vector operations.
  *  IQ4_XS (2176 bytes): f16 d[16]; u16 sh[16]; u8 sl[16][4]; u8
  *   q[8][4][64]: byte 4r + k of q[j][v] is the file's qs[16j + 4v + k] of
  *   row r (low nibble element 32j + 4v + k, high nibble 32j + 16 + 4v + k).
@@ -39,16 +46,34 @@
  *  Q3_K: the codes multiply unsigned (q + 4, 0..7), each sub-block's sum
  *   starts at -4 bsum_t, and is then multiplied by its signed scale;
  *  Q2_K: codes 0..3 times the scale per sub-block, imin by madd of the
- *   (min, min) pairs with the bsum pairs;
+ *   (min, min) pairs with the bsum pairs; the VNNI build's even sums come 4
+ *   times too large, so it takes 4 times the odd scales and shifts the
+ *   super-block's sum right by 2 (exact: a multiple of 4);
  *  IQ4_XS: the avx512vnni build takes the grid + 128 (1..241, unsigned) and
  *   starts each sub-block at -128 (bsum pair); the AVX2 build, whose maddubs
  *   would saturate on that, multiplies |grid| by x with grid's sign.
  * In the VNNI build a sub-block's sum is a VPDPBUSD chain (the activation
- * broadcast embedded in the instruction) times its scale by VPMULLD; AVX2
+ * broadcast embedded in the instruction); IQ4_XS's times its scale by
+ * VPMULLD, Q3_K's and Q2_K's, which fit int16 (|sum| <= 16 * 4 * 128 and
+ * 4 * 16 * 3 * 128), by one VPDPWSSD of the int32 sum as int16 pairs
+ * (the sum, its sign) with (scale, 0), which adds too (and so do Q2_K's
+ * mins): VPMULLD and an add took two instructions, VPMULLD a slow one; AVX2
  * sums maddubs pairs in int16 (|sum| <= 4 * 2 * 7 * 127 + 4 * 2032 for
  * Q3_K, no saturation) and applies the scale with one madd. All exact, so
  * with kq_x8_avx2.h's float tail, lane by lane and super-block by
  * super-block in order, the results are bit-identical to generic.
+ *
+ * avx512vnni on Zen 4 (one thread, kernel_stream, best of 3-4 interleaved
+ * runs), before -> after the VPDPWSSD scales, Q2_K's own layout, IQ4_XS's
+ * scales converted once per super-block, the 16-lane float tail, the
+ * start values broadcast from memory and the prefetch policy below:
+ *                 m = 1 from L2   DRAM ratio    m = 4          m = 64
+ *                 (256 x 2048)    (65536x4096)  (256 x 2048)   (768 x 2048)
+ *   IQ4_XS        41.8 -> 48.0    0.57 -> 0.90  154 -> 164     172 -> 180
+ *   Q3_K          33.7 -> 39.2    0.57 -> 0.93  137 -> 152     151 -> 165
+ *   Q2_K          30.5 -> 37.8    0.60 -> 0.88  146 -> 156     146 -> 160
+ * (GB/s of weights; a plain read of the same bytes / the product's time;
+ * GMAC/s, the last two). The AVX2 build is unchanged.
  */
 #include <string.h>
 
@@ -211,10 +236,10 @@ enum { KQ3, KQ2, IQ4XS };
 static ALWAYS_INLINE __m512i ld5(const void *p) { return _mm512_loadu_si512(p); }
 
 /* A sub-block's start value in every lane, broadcast from memory: from
- * set1, GCC and clang kept the super-block's 16 (or 8) starts in registers and took
- * each out with a shuffle before a register broadcast, 30 shuffles per
- * Q3_K record where a broadcast load costs none (m = 1 Q3_K 36.6 -> 39.1,
- * IQ4_XS 46.1 -> 47.9 GB/s). */
+ * set1, GCC and clang kept the super-block's 16 (or 8) starts in
+ * registers and took each out with a shuffle before a register broadcast,
+ * 30 shuffles per Q3_K record where a broadcast load costs none (m = 1
+ * Q3_K 36.6 -> 39.1, IQ4_XS 46.1 -> 47.9 GB/s). */
 static ALWAYS_INLINE __m512i bcast_mem(const int32_t *p) {
     __m512i r;
     __asm__("vpbroadcastd %1, %0" : "=v"(r) : "m"(*p));
@@ -222,13 +247,14 @@ static ALWAYS_INLINE __m512i bcast_mem(const int32_t *p) {
 }
 
 /* er_kq8_accum on all 16 rows at once, statement for statement (the same
- * bits lane by lane); two 256-bit halves took twice the instructions, a
- * twentieth of Q2_K's decode loop */
+ * bits lane by lane); two 256-bit halves took twice the instructions
+ * (m = 64 Q2_K 152 -> 160 GMAC/s, m = 1 within 1%) */
 static ALWAYS_INLINE __m512 tail16(__m512 sum, const er_f16 *d, const er_f16 *dmin, float dx, __m512i isum,
                                    __m512i imin) {
     const __m512 vdx = _mm512_set1_ps(dx);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)d));
-    const __m512 dmw = dmin ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dmin)) : _mm512_setzero_ps();
+    const __m512 dmw =
+        dmin ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dmin)) : _mm512_setzero_ps();
     const __m512 dd = _mm512_mul_ps(dw, vdx);
     const __m512 dm = _mm512_mul_ps(dmw, vdx);
     const __m512 a = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum));
