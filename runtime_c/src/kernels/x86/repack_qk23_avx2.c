@@ -395,7 +395,8 @@ static ALWAYS_INLINE void q2_rows(const blk_q2_kx16 *wg, int nb, const unsigned 
                 isum4[j] = _mm512_dpwssd_epi32(isum4[j], ao, sv_o);
             }
         }
-        for (int j = 0; j < mt; j++) acc[j] = tail16(acc[j], w->d, w->dmin, xb[j]->d, _mm512_srai_epi32(isum4[j], 2), imin[j]);
+        for (int j = 0; j < mt; j++)
+            acc[j] = tail16(acc[j], w->d, w->dmin, xb[j]->d, _mm512_srai_epi32(isum4[j], 2), imin[j]);
     }
 }
 
@@ -424,7 +425,8 @@ static ALWAYS_INLINE void iq4_rows(const blk_iq4_xsx16 *wg, int nb, const unsign
         }
         /* The 6-bit scales as signed bytes, once per super-block: byte b of
          * lane r of sc[s] is row r's scale 2b + s, less 32. Assembled per
-         * sub-block they cost 7 operations each, a sixth of the loop. */
+         * sub-block they cost 7 operations each, a sixth of the loop (m = 1
+         * 43.5 -> 45.7 GB/s). */
         __m512i sc[2];
         {
             const __m512i sl = ld5(w->sl), m2 = _mm512_set1_epi8(3), mc = _mm512_set1_epi8(0x0c);
