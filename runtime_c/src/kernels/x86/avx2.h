@@ -179,6 +179,8 @@ void er_avx2_matmul_iq4_xsx16(const er_matmul_args *a);
 /* the same repacked kernels built with AVX-512 VL/BW/VNNI (ER_X86_VNNI builds) */
 void er_avx512vnni_repack_q4_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q4_0x16(const er_matmul_args *a);
+/* Q2_K's own layout in the avx512vnni table (repack_qk23_avx2.c) */
+void er_avx512vnni_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 /* Q6_K's 16-row layout of the avx512vnni table (repack_q6_k_x16_avx512.c) */
 void er_avx512vnni_repack_q6_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q6_kx16(const er_matmul_args *a);

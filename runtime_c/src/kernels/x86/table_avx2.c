@@ -8,7 +8,9 @@
  * VNNI build takes their 16-row slots as 512-bit vectors), and in the
  * layouts of Q4_0, Q4_K, Q5_K and Q6_K (8 rows per record, 16 for
  * avx512vnni's 512-bit kernels: x86/repack_avx2.c,
- * x86/repack_q4_k_q5_k_x16_avx512.c, x86/repack_q6_k_x16_avx512.c); every
+ * x86/repack_q4_k_q5_k_x16_avx512.c, x86/repack_q6_k_x16_avx512.c) and of
+ * Q2_K (16 rows in both, its codes regrouped for avx512vnni's VPDPWSSD:
+ * x86/repack_qk23_avx2.c); every
  * result is bit-identical between them (the same exact integer sums, the
  * same float order). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
@@ -20,7 +22,8 @@
  * rows per record, repacking and repacked matmul (q5k_*: Q5_K's);
  * q40_rows, q40: Q4_0's rows per layout record and its repacked matmul;
  * q6: Q6_K's rows per record, repacking and repacked matmul (8 for avx2,
- * 16 for avx512vnni: x86/repack_q6_k_x16_avx512.c) */
+ * 16 for avx512vnni: x86/repack_q6_k_x16_avx512.c); Q2_K's repacking is
+ * p's own (p##_repack_q2_k) */
 #define AVX2_TABLE(tname, p, q4k_rows, q4k_repack, q4k, q5k_rows, q5k_repack, q5k, q40_rows, q40, q6_rows, q6_repack, \
                    q6, q80_rows, q80_repack, q80)                                                           \
     {                                                                                                                 \
@@ -103,7 +106,7 @@
                    [ER_W_Q6_K] = q6_repack, [ER_W_Q5_0] = er_avx2_repack_q5_0,                              \
                    [ER_W_IQ4_NL] = er_avx2_repack_iq4_nl, [ER_W_Q4_1] = er_avx2_repack_q4_1,                          \
                    [ER_W_Q5_1] = er_avx2_repack_q5_1, [ER_W_Q3_K] = er_avx2_repack_q3_k,                              \
-                   [ER_W_Q2_K] = er_avx2_repack_q2_k, [ER_W_IQ4_XS] = er_avx2_repack_iq4_xs},                         \
+                   [ER_W_Q2_K] = p##_repack_q2_k, [ER_W_IQ4_XS] = er_avx2_repack_iq4_xs},                         \
         .matmul_repacked = {[ER_W_Q8_0] = q80, [ER_W_Q4_0] = q40,                                       \
                             [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = q5k,                                       \
                             [ER_W_Q6_K] = q6, [ER_W_Q5_0] = p##_matmul_q5_0x8,                         \
