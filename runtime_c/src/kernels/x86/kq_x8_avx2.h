@@ -1,9 +1,11 @@
 /*
- * kq_x8_avx2.h — what the 8-row interleaved K-quant kernels share
- * (repack_q4_k_q5_k_avx2.c for Q4_K and Q5_K, repack_q6_k_avx2.c for Q6_K): the
- * unaligned load, the 4-byte activation broadcast that meets a 32-byte
- * load of 8 rows x 4 quants, and kquant.h's float tail on 8 lanes. Include
- * only from files compiled with the AVX2 flags (kernels/meson.build).
+ * kq_x8_avx2.h — what the x86 interleaved-layout kernels share: the
+ * unaligned load, the 4-byte activation broadcast that meets a load of 8
+ * (or 16) rows x 4 quants, kquant.h's float tail on 8 lanes, the rows per
+ * pass over the activation tiles, and the weight-stream prefetches with
+ * their per-CPU policy. Every repack_*.c and qk23_avx2.c under x86/
+ * includes it. Include only from files compiled with the AVX2 flags
+ * (kernels/meson.build).
  */
 #ifndef ER_KERNELS_KQ_X8_AVX2_H
 #define ER_KERNELS_KQ_X8_AVX2_H
