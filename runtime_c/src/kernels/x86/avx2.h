@@ -189,10 +189,15 @@ void er_avx512vnni_repack_q5_k(const void *src, void *dst, size_t row_bytes, int
 void er_avx512vnni_matmul_q5_kx16(const er_matmul_args *a);
 void er_avx512vnni_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q8_0x16(const er_matmul_args *a);
-void er_avx512vnni_matmul_q5_0x8(const er_matmul_args *a);
-void er_avx512vnni_matmul_iq4_nlx8(const er_matmul_args *a);
-void er_avx512vnni_matmul_q4_1x8(const er_matmul_args *a);
-void er_avx512vnni_matmul_q5_1x8(const er_matmul_args *a);
+/* Q5_0's, IQ4_NL's, Q4_1's and Q5_1's 16-row layouts of the avx512vnni table (repack_q32_x16_avx512.c) */
+void er_avx512vnni_repack_q5_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_repack_iq4_nl(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_repack_q4_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_repack_q5_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_matmul_q5_0x16(const er_matmul_args *a);
+void er_avx512vnni_matmul_iq4_nlx16(const er_matmul_args *a);
+void er_avx512vnni_matmul_q4_1x16(const er_matmul_args *a);
+void er_avx512vnni_matmul_q5_1x16(const er_matmul_args *a);
 void er_avx512vnni_matmul_q3_kx16(const er_matmul_args *a);
 void er_avx512vnni_matmul_q2_kx16(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_xsx16(const er_matmul_args *a);
