@@ -41,7 +41,6 @@
 #include <string.h>
 
 #include "kq_x8_avx2.h" /* er_kq8_prefetch, er_kq8_prefetch_l2, er_kq8_row_chunk */
-#include "../q5_regroup.h"
 
 #if ER_X86_VNNI
 
@@ -58,6 +57,12 @@ enum { T_Q5_0, T_IQ4_NL, T_Q4_1, T_Q5_1 };
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
+/* 5-bit element j of a Q5_0/Q5_1 block (generic/dot_q4_1_q5.c's q5_at) */
+static int q5_at(const uint8_t qh[4], const uint8_t qs[16], int j) {
+    const uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    return (j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4) | (int)((h >> j) & 1) << 4;
+}
+
 /* File blocks: d, then m (has_m), then qh (has_h), then qs[16]. n_out a
  * multiple of 16. */
 static void interleave16(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int has_m, int has_h) {
@@ -69,11 +74,22 @@ static void interleave16(const void *src, void *dst, size_t row_bytes, int n_in,
         for (int b = 0; b < nb; b++) {
             for (int r = 0; r < 16; r++) {
                 const uint8_t *in = (const uint8_t *)src + (size_t)(16 * g + r) * row_bytes + (size_t)b * in_block;
+                const uint8_t *qh = in + (has_m ? 4 : 2), *qs = in + in_block - 16;
                 memcpy(out + 2 * r, in, 2);
                 if (has_m) memcpy(out + 32 + 2 * r, in + 2, 2);
-                if (has_h) er_q5_regroup_h(in + (has_m ? 4 : 2), out + off_h + 4 * r);
-                const uint8_t *qs = in + in_block - 16;
-                for (int c = 0; c < 4; c++) memcpy(out + off_q + 64 * c + 4 * r, qs + 4 * c, 4);
+                for (int c = 0; c < 4; c++)
+                    for (int t = 0; t < 4; t++) {
+                        uint8_t *q = out + off_q + 64 * c + 4 * r + t;
+                        if (!has_h) {
+                            *q = qs[4 * c + t];
+                            continue;
+                        }
+                        const int lo = q5_at(qh, qs, 4 * c + t), hi = q5_at(qh, qs, 16 + 4 * c + t);
+                        uint8_t *h = out + off_h + 4 * r + t;
+                        if (c == 0) *h = 0;
+                        *q = (uint8_t)(lo << 3 | (hi & 7));
+                        *h = (uint8_t)(*h | (hi >> 3) << (2 * c));
+                    }
             }
             out += 16 * in_block;
         }
@@ -121,20 +137,25 @@ static ALWAYS_INLINE void prep(const unsigned char *x, size_t xs, int mt, int b0
  * rows over blocks [b0, b1); lane r = weight row r. y holds the sums of
  * blocks before b0 when add, and they continue from there (generic's
  * order). One row (decode) puts the low and high halves' VPDPBUSDs in two
- * chains, so consecutive blocks overlap more than one 4-deep chain would
- * let them, and Q4_1's high nibbles multiply in place (masked, not
- * shifted: 16x, exact, taken down once per block). Several rows share
- * each unpacked chunk. A tile of several rows prefetches into L2, one row
- * into L1 where the CPU wants it (kq_x8_avx2.h says why each). */
+ * chains, so consecutive blocks overlap more than one 8-deep chain would
+ * let them, and the half that sits at the top of its byte (Q5's low
+ * elements x8, Q4_1's high nibbles x16) multiplies in place, masked, not
+ * shifted: its sum is a multiple of 8 or 16, taken down exactly once per
+ * block. Several rows share each unpacked chunk, so it is shifted once
+ * for all of them instead. A tile of several rows prefetches into L2, one
+ * row into L1 where the CPU wants it (kq_x8_avx2.h says why each). */
 static ALWAYS_INLINE void group_tile16(const int T, const unsigned char *wg, const unsigned char *x, size_t xs,
                                        const int mt, int b0, int b1, act_blk a[MT][KB], float *y, size_t ys, int add,
                                        int pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10), mf0 = _mm512_set1_epi8((char)0xf0);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8((char)0xf0);
+    const __m512i m07 = _mm512_set1_epi8(0x07), m18 = _mm512_set1_epi8(0x18), m1f = _mm512_set1_epi8(0x1f),
+                  mf8 = _mm512_set1_epi8((char)0xf8);
     /* llama.cpp's kvalues_iq4nl + 128: unsigned for VPDPBUSD */
     const __m512i grid = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141,
                                                               (char)153, (char)166, (char)181, (char)197, (char)217,
                                                               (char)241));
-    const int inplace = T == T_Q4_1 && mt == 1;
+    /* the in-place half's scale, as a shift: 0 where nothing is in place */
+    const int down = mt > 1 ? 0 : HAS_H(T) ? 3 : T == T_Q4_1 ? 4 : 0;
     __m512 acc[MT];
     for (int j = 0; j < mt; j++) acc[j] = add ? _mm512_loadu_ps(y + (size_t)j * ys) : _mm512_setzero_ps();
     for (int b = b0; b < b1; b++) {
@@ -151,24 +172,35 @@ static ALWAYS_INLINE void group_tile16(const int T, const unsigned char *wg, con
             const int32_t sum = a[j][b - b0].sum;
             s[j] = _mm512_set1_epi32(T == T_Q5_0 ? -16 * sum : T == T_IQ4_NL ? -128 * sum : 0);
         }
-        const __m512i h = HAS_H(T) ? _mm512_loadu_si512((const void *)(w + OFF_H(T))) : m4;
+        /* chunk c's high elements' bits 3-4 moved to bits 3-4 (bytewise
+         * adds double on every vector pipe, where shifts have two) */
+        __m512i top[4];
+        if (HAS_H(T)) {
+            const __m512i h = _mm512_loadu_si512((const void *)(w + OFF_H(T)));
+            top[1] = _mm512_add_epi8(h, h);
+            top[0] = _mm512_add_epi8(top[1], top[1]);
+            top[0] = _mm512_add_epi8(top[0], top[0]);
+            top[2] = _mm512_srli_epi16(h, 1);
+            top[3] = _mm512_srli_epi16(h, 3);
+        }
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const __m512i q = _mm512_loadu_si512((const void *)(w + OFF_Q(T) + 64 * c));
             __m512i lo, hi;
             if (HAS_H(T)) {
-                const __m512i hl = _mm512_and_si512(_mm512_slli_epi16(h, (unsigned)(4 - c)), m10);
-                const __m512i hh = _mm512_and_si512(c ? _mm512_srli_epi16(h, (unsigned)c) : h, m10);
-                lo = _mm512_ternarylogic_epi32(q, hl, m4, SELECT);
-                hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(q, 4), hh, m4, SELECT);
+                lo = down ? _mm512_and_si512(q, mf8) : _mm512_and_si512(_mm512_srli_epi16(q, 3), m1f);
+                hi = _mm512_ternarylogic_epi32(q, _mm512_and_si512(top[c], m18), m07, SELECT);
             } else if (T == T_IQ4_NL) {
                 lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(q, m4));
                 hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
             } else {
                 lo = _mm512_and_si512(q, m4);
-                hi = inplace ? _mm512_and_si512(q, mf0) : _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                hi = down ? _mm512_and_si512(q, mf0) : _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
             }
-            if (mt == 1) {
+            if (mt == 1 && HAS_H(T)) {
+                s2 = er_x86_dpbusd512_bcast4(s2, lo, xq[0] + 4 * c);
+                s[0] = er_x86_dpbusd512_bcast4(s[0], hi, xq[0] + 16 + 4 * c);
+            } else if (mt == 1) {
                 s[0] = er_x86_dpbusd512_bcast4(s[0], lo, xq[0] + 4 * c);
                 s2 = er_x86_dpbusd512_bcast4(s2, hi, xq[0] + 16 + 4 * c);
             } else {
@@ -179,7 +211,7 @@ static ALWAYS_INLINE void group_tile16(const int T, const unsigned char *wg, con
                 }
             }
         }
-        if (mt == 1) s[0] = _mm512_add_epi32(s[0], inplace ? _mm512_srai_epi32(s2, 4) : s2);
+        if (mt == 1) s[0] = _mm512_add_epi32(s[0], down ? _mm512_srai_epi32(s2, down) : s2);
         /* repack_q32_avx2.c's float tail, statement for statement */
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)w));
         for (int j = 0; j < mt; j++) {
@@ -210,7 +242,9 @@ static ALWAYS_INLINE void group_tile16(const int T, const unsigned char *wg, con
 static ALWAYS_INLINE void matmul_x16(const int T, const er_matmul_args *a) {
     const int nb = a->n / 32;
     const size_t group_bytes = (size_t)nb * REC(T);
-    const int chunk = er_kq8_row_chunk(group_bytes, 16);
+    /* one tile (decode, a batched step) reads each row once anyway: no
+     * chunks, so the activation sums are prepared once */
+    const int chunk = a->m > MT ? er_kq8_row_chunk(group_bytes, 16) : a->r1 - a->r0;
     const unsigned char *x = a->x;
     act_blk ab[MT][KB];
     for (int b0 = 0; b0 < nb; b0 += KB) {
