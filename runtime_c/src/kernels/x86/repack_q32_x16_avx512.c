@@ -110,22 +110,29 @@ void er_avx512vnni_repack_q5_1(const void *src, void *dst, size_t row_bytes, int
 
 /* ---- kernels ---------------------------------------------------------------- */
 
+/* an activation block's scale, sum of quants as the float tail wants it,
+ * and the integer sums' start (minus the weights' offset times the sum),
+ * once per call, slice and tile */
 typedef struct act_blk {
     float d;
-    int32_t sum; /* Σ x of the block's 32 quants */
+    float sumf;   /* (float) Σ x of the block's 32 quants */
+    int32_t bias; /* -16 (Q5_0) or -128 (IQ4_NL) x Σ x; 0 */
 } act_blk;
 
 #define KB 256 /* activation blocks per stack slice, as repack_q32_avx2.c */
 #define MT 4   /* activation rows per tile: 4 sums and 4 accumulators in registers */
 
-static ALWAYS_INLINE void prep(const unsigned char *x, size_t xs, int mt, int b0, int b1, act_blk a[MT][KB]) {
+static ALWAYS_INLINE void prep(const int T, const unsigned char *x, size_t xs, int mt, int b0, int b1,
+                               act_blk a[MT][KB]) {
     for (int j = 0; j < mt; j++) {
         const er_block_q8_0 *xb = (const er_block_q8_0 *)(const void *)(x + (size_t)j * xs);
         for (int b = b0; b < b1; b++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)xb[b].qs);
             const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v);
+            const int32_t sum = er_avx2_hsum_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
             a[j][b - b0].d = _cvtsh_ss(xb[b].d);
-            a[j][b - b0].sum = er_avx2_hsum_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+            a[j][b - b0].sumf = (float)sum;
+            a[j][b - b0].bias = T == T_Q5_0 ? -16 * sum : T == T_IQ4_NL ? -128 * sum : 0;
         }
     }
 }
@@ -168,9 +175,8 @@ static ALWAYS_INLINE void group_tile16(const int T, const unsigned char *wg, con
         __m512i s[MT], s2 = _mm512_setzero_si512();
         for (int j = 0; j < mt; j++) {
             xq[j] = ((const er_block_q8_0 *)(const void *)(x + (size_t)j * xs) + b)->qs;
-            /* the offsets' multiples of sum(x) taken off up front: the same integer */
-            const int32_t sum = a[j][b - b0].sum;
-            s[j] = _mm512_set1_epi32(T == T_Q5_0 ? -16 * sum : T == T_IQ4_NL ? -128 * sum : 0);
+            /* the offset's multiple of sum(x) taken off up front: the same integer */
+            s[j] = _mm512_set1_epi32(a[j][b - b0].bias);
         }
         /* chunk c's high elements' bits 3-4 moved to bits 3-4 (bytewise
          * adds double on every vector pipe, where shifts have two) */
@@ -222,7 +228,7 @@ static ALWAYS_INLINE void group_tile16(const int T, const unsigned char *wg, con
                 const __m512 dd = _mm512_mul_ps(dw, dx);
                 const __m512 dm = _mm512_mul_ps(mw, dx);
                 const __m512 pa = _mm512_mul_ps(_mm512_cvtepi32_ps(s[j]), dd);
-                const __m512 pb = _mm512_mul_ps(_mm512_set1_ps((float)ab->sum), dm);
+                const __m512 pb = _mm512_mul_ps(_mm512_set1_ps(ab->sumf), dm);
                 const __m512 t = _mm512_add_ps(pa, pb);
                 acc[j] = _mm512_add_ps(acc[j], t);
             } else {
@@ -254,7 +260,7 @@ static ALWAYS_INLINE void matmul_x16(const int T, const er_matmul_args *a) {
             for (int j0 = 0; j0 < a->m; j0 += MT) {
                 const int mt = a->m - j0 < MT ? a->m - j0 : MT;
                 const unsigned char *xj = x + (size_t)j0 * a->x_stride;
-                prep(xj, a->x_stride, mt, b0, b1, ab);
+                prep(T, xj, a->x_stride, mt, b0, b1, ab);
                 for (int r = c0; r < c1; r += 16) {
                     const unsigned char *wg = (const unsigned char *)a->w + (size_t)(r / 16) * group_bytes;
                     float *y = a->y + (size_t)j0 * a->y_stride + (size_t)r;
