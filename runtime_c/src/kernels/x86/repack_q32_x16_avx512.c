@@ -178,14 +178,13 @@ static ALWAYS_INLINE void group_tile16(const int T, const unsigned char *wg, con
             /* the offset's multiple of sum(x) taken off up front: the same integer */
             s[j] = _mm512_set1_epi32(a[j][b - b0].bias);
         }
-        /* chunk c's high elements' bits 3-4 moved to bits 3-4 (bytewise
-         * adds double on every vector pipe, where shifts have two) */
+        /* chunk c's high elements' bits 3-4, from bits 2c and 2c+1 of h,
+         * moved to bits 3-4 (the rest masked off below) */
         __m512i top[4];
         if (HAS_H(T)) {
             const __m512i h = _mm512_loadu_si512((const void *)(w + OFF_H(T)));
+            top[0] = _mm512_slli_epi16(h, 3);
             top[1] = _mm512_add_epi8(h, h);
-            top[0] = _mm512_add_epi8(top[1], top[1]);
-            top[0] = _mm512_add_epi8(top[0], top[0]);
             top[2] = _mm512_srli_epi16(h, 1);
             top[3] = _mm512_srli_epi16(h, 3);
         }
