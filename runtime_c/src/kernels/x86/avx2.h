@@ -18,11 +18,13 @@
  * activation rows per tile give VPDPWSSD 8 independent chains, and Q2_K's
  * code * scale fits a byte for VPDPBUSD; their repacked kernels
  * (repack_qk23_avx2.c) take 512-bit vectors there, on a 16-row layout both
- * tables share. Q4_0, Q4_K, Q5_K and Q6_K have layouts of their own there,
- * 16 rows per record for 512-bit vectors (repack_avx2.c;
- * repack_q4_k_q5_k_x16_avx512.c and repack_q6_k_x16_avx512.c, built only
- * for that table). ER_X86_FN names a function of the variant being
- * compiled.
+ * tables share. Q4_0, Q4_K, Q5_K, Q6_K, Q8_0 and the 32-element types
+ * Q5_0, IQ4_NL, Q4_1 and Q5_1 have layouts of their own there, 16 rows per
+ * record for 512-bit vectors (repack_avx2.c; repack_q4_k_q5_k_x16_avx512.c,
+ * repack_q6_k_x16_avx512.c, repack_q8_0_x16_avx512.c and
+ * repack_q32_x16_avx512.c, built only for that table; their 8-row
+ * repack_q8_0_avx2.c and repack_q32_avx2.c only for avx2). ER_X86_FN names
+ * a function of the variant being compiled.
  */
 #ifndef ER_KERNELS_AVX2_H
 #define ER_KERNELS_AVX2_H

@@ -6,9 +6,11 @@
  * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the Q2_K,
  * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c, repack_qk23_avx2.c: the
  * VNNI build takes their 16-row slots as 512-bit vectors), and in the
- * layouts of Q4_0, Q4_K, Q5_K and Q6_K (8 rows per record, 16 for
- * avx512vnni's 512-bit kernels: x86/repack_avx2.c,
- * x86/repack_q4_k_q5_k_x16_avx512.c, x86/repack_q6_k_x16_avx512.c); every
+ * layouts of Q4_0, Q4_K, Q5_K, Q6_K, Q8_0, Q5_0, IQ4_NL, Q4_1 and Q5_1
+ * (8 rows per record, 16 for avx512vnni's 512-bit kernels:
+ * x86/repack_avx2.c, x86/repack_q4_k_q5_k_x16_avx512.c,
+ * x86/repack_q6_k_x16_avx512.c, x86/repack_q8_0_x16_avx512.c,
+ * x86/repack_q32_x16_avx512.c); every
  * result is bit-identical between them (the same exact integer sums, the
  * same float order). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
