@@ -165,6 +165,9 @@ static ALWAYS_INLINE void group_tile16(const int T, const unsigned char *wg, con
     const int down = mt > 1 ? 0 : HAS_H(T) ? 3 : T == T_Q4_1 ? 4 : 0;
     __m512 acc[MT];
     for (int j = 0; j < mt; j++) acc[j] = add ? _mm512_loadu_ps(y + (size_t)j * ys) : _mm512_setzero_ps();
+    /* two blocks per iteration: Q5_0 decode from L2 58 -> 65 GB/s (best of
+     * 7 pairs), the other types and tiles unchanged */
+#pragma GCC unroll 2
     for (int b = b0; b < b1; b++) {
         const unsigned char *w = wg + (size_t)b * REC(T);
         if (pf && mt > 1)
