@@ -2,7 +2,7 @@
  * repack_q32_x16_avx512.c — Q5_0, IQ4_NL, Q4_1 and Q5_1 matrices in 16-row
  * interleaved blocks for the avx512vnni table: one 512-bit VPDPBUSD per
  * group of 4 elements x 16 weight rows. Built only with the AVX-512
- * VL/BW/VNNI flags (ER_X86_VNNI); the avx2 table keeps the 8-row layout of
+ * VL/BW/VNNI flags (ER_X86_VNNI); the avx2 table keeps the 8-row layouts of
  * repack_q32_avx2.c.
  *
  * Layout (repack_rows = 16; each record the bytes of the 16 rows' blocks b,
@@ -11,26 +11,41 @@
  *   IQ4_NL { f16 d[16];                             uint8 q[256] }  288 = 16 x 18
  *   Q4_1   { f16 d[16]; f16 m[16];                  uint8 q[256] }  320 = 16 x 20
  *   Q5_1   { f16 d[16]; f16 m[16];  uint8 h[16][4]; uint8 q[256] }  384 = 16 x 24
- * q as the 16-row Q4_0's: chunk c byte t of row r (offset 64c + 4r + t)
- * holds element 4c+t in its low nibble and 16+4c+t in its high nibble, so
- * one 64-byte load is 4 elements of each of the 16 rows, row r in int32
- * lane r. h is each row's qh regrouped as q5_regroup.h says (byte t of row
- * r: bit c the fifth bit of element 4c+t, bit 4+c that of 16+4c+t), one
- * 64-byte vector whose bytes sit where the chunks' bytes do: one shift and
- * one mask put a chunk's fifth bits at bit 4, and one VPTERNLOG merges
- * them with the masked nibbles (the 8-row kernel's and/or pair).
+ * q byte 64c + 4r + t (chunk c, row r) holds row r's elements 4c+t ("low")
+ * and 16+4c+t ("high"), so one 64-byte load is 4 low and 4 high elements
+ * of each of the 16 rows, row r in int32 lane r:
+ *   IQ4_NL, Q4_1: the file's byte, low element in the low nibble (the 16-row
+ *     Q4_0's layout: the same bytes, moved);
+ *   Q5_0, Q5_1: the low element's 5 bits on top (bits 3-7), the high
+ *     element's bits 0-2 below, its bits 3-4 in h: byte t of row r holds
+ *     chunk c's in bits 2c and 2c+1.
+ * The 5-bit low element is then one mask away (its value x 8 in place, for
+ * one activation row; a shift for a tile), the high one a shift or add of
+ * h, a mask and a VPTERNLOG per chunk. The 8-row layout's nibbles and
+ * regrouped fifth bits (q5_regroup.h) in 16-row records took 7 operations
+ * per chunk, and Q5_0 decode from L2 ran at 46 GB/s where this one ran 59
+ * (same session).
  *
  * Why it pays: the weights' unpacking (masks, fifth bits, IQ4_NL's grid
- * look-up by VPSHUFB in each 128-bit lane, AVX-512BW only, no VBMI) is done
- * once per 16 rows instead of 8, each VPDPBUSD serves 16 rows, the scales
- * convert as one vector, and no row needs a horizontal sum. All four types
- * are unsigned as VPDPBUSD's weight operand wants: Q5_0 (0..31) takes
- * 16 * sum(x) off, IQ4_NL stores nothing different but looks up grid + 128
- * and takes 128 * sum(x) off, Q4_1/Q5_1 need nothing. Measured against the
- * 8-row layout on Zen 4, one thread (scripts/kernel_stream.c, prefetch
- * policy off as on Zen 4):
- *            L2 m=1 GB/s   DRAM ratio    4 rows (DRAM ratio)   m=64 GMAC/s
- *   Q5_0     see the commit that added this file; the numbers are there
+ * look-up by VPSHUFB in each 128-bit lane: AVX-512BW, not VBMI) is done
+ * once per 16 rows instead of 8, each VPDPBUSD serves 16 rows with no
+ * int16 step, the scales convert as one vector, and no row needs a
+ * horizontal sum. All four types are VPDPBUSD's unsigned weight operand as
+ * stored: Q5_0 (0..31) takes 16 * sum(x) off, IQ4_NL looks up grid + 128
+ * and takes 128 * sum(x) off (both as the sums' start), Q4_1/Q5_1 need
+ * nothing. Measured against the 8-row layout on Zen 4, one thread,
+ * scripts/kernel_stream.c, decode prefetch off (Zen 4's policy), base and
+ * new alternated, medians of 11 (L2) or 3-5 pairs (busy 2-vCPU VM):
+ *            L2 m=1 GB/s   4 rows: DRAM ratio, L2 GMAC/s   m=64 GMAC/s
+ *   Q5_0     39 -> 64      0.30 -> 0.80,  90 -> 155        127 -> 146
+ *   IQ4_NL   37 -> 49      0.27 -> 0.69, 100 -> 160        132 -> 158
+ *   Q4_1     46 -> 55-63   0.27 -> 0.70,  93 -> 140        125 -> 134
+ *   Q5_1     42 -> 62      0.28 -> 0.76,  73 -> 111        116 -> 125
+ * (L2: 256 x 2048; DRAM: 32768 x 4096, as a ratio to a plain read of the
+ * same bytes; m=64: 768 x 2048.) One row from DRAM reads at 0.8-1.0 of
+ * the plain read with either layout (0.9-0.98 in the quieter runs): the
+ * read rate bounds it. The 4-row gain from DRAM is mostly the L2 prefetch
+ * the 8-row kernel lacks.
  *
  * Arithmetic: each block's integer sums are exact, and each row's float
  * tail is repack_q32_avx2.c's, statement for statement on 16 lanes
