@@ -8,12 +8,12 @@
  * takes these functions' addresses. Include this header only from files
  * built with those flags: its inline helpers use AVX2 intrinsics.
  *
- * The repacked integer kernels (repack_*_avx2.c) are compiled a second time
- * with -DER_X86_VNNI=1 and the AVX-512 VL/BW/VNNI flags, as the
- * "avx512vnni" table's er_avx512vnni_* functions: the same 256-bit kernels,
- * Q4_0's and Q8_0's int8 dot products taking VPDPBUSD (four u8 x s8
- * products summed into each int32 lane, exact, no int16 step), and every
- * body free to use the 16 further ymm registers of AVX-512VL.
+ * A few of them (repack_avx2.c, q32_avx2.c, qk23_avx2.c,
+ * repack_qk23_avx2.c) are compiled a second time with -DER_X86_VNNI=1 and
+ * the AVX-512 VL/BW/VNNI flags, as the "avx512vnni" table's
+ * er_avx512vnni_* functions: their int8 dot products taking VPDPBUSD (four
+ * u8 x s8 products summed into each int32 lane, exact, no int16 step), and
+ * every body free to use the 16 further ymm registers of AVX-512VL.
  * qk23_avx2.c (Q2_K, Q3_K, IQ4_XS) is built both ways too: its matmul's 8
  * activation rows per tile give VPDPWSSD 8 independent chains, and Q2_K's
  * code * scale fits a byte for VPDPBUSD; their repacked kernels
