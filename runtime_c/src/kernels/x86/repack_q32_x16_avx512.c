@@ -39,13 +39,13 @@
  *            L2 m=1 GB/s   4 rows: DRAM ratio, L2 GMAC/s   m=64 GMAC/s
  *   Q5_0     39 -> 64      0.30 -> 0.80,  90 -> 155        127 -> 146
  *   IQ4_NL   37 -> 49      0.27 -> 0.69, 100 -> 160        132 -> 158
- *   Q4_1     46 -> 55-63   0.27 -> 0.70,  93 -> 140        125 -> 134
+ *   Q4_1     46 -> 63      0.27 -> 0.70,  93 -> 140        125 -> 134
  *   Q5_1     42 -> 62      0.28 -> 0.76,  73 -> 111        116 -> 125
  * (L2: 256 x 2048; DRAM: 32768 x 4096, as a ratio to a plain read of the
- * same bytes; m=64: 768 x 2048.) One row from DRAM reads at 0.8-1.0 of
- * the plain read with either layout (0.9-0.98 in the quieter runs): the
- * read rate bounds it. The 4-row gain from DRAM is mostly the L2 prefetch
- * the 8-row kernel lacks.
+ * same bytes; m=64: 768 x 2048.) One row from DRAM reads at 0.9-1.0 of
+ * the plain read with either layout in quiet runs (medians 0.92-0.97 for
+ * all four): the read rate bounds it. The 4-row gain from DRAM is mostly
+ * the L2 prefetch the 8-row kernel lacks.
  *
  * Arithmetic: each block's integer sums are exact, and each row's float
  * tail is repack_q32_avx2.c's, statement for statement on 16 lanes
