@@ -72,9 +72,9 @@ enum { T_Q5_0, T_IQ4_NL, T_Q4_1, T_Q5_1 };
 
 /* ---- repacking (at open) -------------------------------------------------- */
 
-/* 5-bit element j of a Q5_0/Q5_1 block (generic/dot_q4_1_q5.c's q5_at) */
-static int q5_at(const uint8_t qh[4], const uint8_t qs[16], int j) {
-    const uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+/* 5-bit element j of a Q5_0/Q5_1 block, h its qh as a word
+ * (generic/dot_q4_1_q5.c's q5_at) */
+static int q5_at(uint32_t h, const uint8_t qs[16], int j) {
     return (j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4) | (int)((h >> j) & 1) << 4;
 }
 
@@ -90,6 +90,8 @@ static void interleave16(const void *src, void *dst, size_t row_bytes, int n_in,
             for (int r = 0; r < 16; r++) {
                 const uint8_t *in = (const uint8_t *)src + (size_t)(16 * g + r) * row_bytes + (size_t)b * in_block;
                 const uint8_t *qh = in + (has_m ? 4 : 2), *qs = in + in_block - 16;
+                const uint32_t h =
+                    (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
                 memcpy(out + 2 * r, in, 2);
                 if (has_m) memcpy(out + 32 + 2 * r, in + 2, 2);
                 for (int c = 0; c < 4; c++)
@@ -99,11 +101,11 @@ static void interleave16(const void *src, void *dst, size_t row_bytes, int n_in,
                             *q = qs[4 * c + t];
                             continue;
                         }
-                        const int lo = q5_at(qh, qs, 4 * c + t), hi = q5_at(qh, qs, 16 + 4 * c + t);
-                        uint8_t *h = out + off_h + 4 * r + t;
-                        if (c == 0) *h = 0;
+                        const int lo = q5_at(h, qs, 4 * c + t), hi = q5_at(h, qs, 16 + 4 * c + t);
+                        uint8_t *top = out + off_h + 4 * r + t;
+                        if (c == 0) *top = 0;
                         *q = (uint8_t)(lo << 3 | (hi & 7));
-                        *h = (uint8_t)(*h | (hi >> 3) << (2 * c));
+                        *top = (uint8_t)(*top | (hi >> 3) << (2 * c));
                     }
             }
             out += 16 * in_block;

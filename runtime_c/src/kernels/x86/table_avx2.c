@@ -27,7 +27,7 @@
  * their repacked matmuls' name suffix (x8: x86/repack_q32_avx2.c, x16:
  * x86/repack_q32_x16_avx512.c), whose repacking is p's */
 #define AVX2_TABLE(tname, p, q4k_rows, q4k_repack, q4k, q5k_rows, q5k_repack, q5k, q40_rows, q40, q6_rows, q6_repack, \
-                   q6, q80_rows, q80_repack, q80, q32_rows, q32x)                                                        \
+                   q6, q80_rows, q80_repack, q80, q32_rows, q32x)                                                     \
     {                                                                                                                 \
         .name = tname,                                                                                                \
         .act_kind = ER_ACT_KINDS,                                                                                     \
@@ -40,13 +40,13 @@
             [ER_W_Q4_K] = er_avx2_dot_q4_k,                                                                           \
             [ER_W_Q5_K] = er_avx2_dot_q5_k,                                                                           \
             [ER_W_Q6_K] = er_avx2_dot_q6_k,                                                                           \
-            [ER_W_Q4_1] = p##_dot_q4_1,                                                                            \
-            [ER_W_Q5_0] = p##_dot_q5_0,                                                                            \
-            [ER_W_Q5_1] = p##_dot_q5_1,                                                                            \
-            [ER_W_IQ4_NL] = p##_dot_iq4_nl,                                                                        \
-            [ER_W_IQ4_XS] = p##_dot_iq4_xs,                                                                        \
-            [ER_W_Q3_K] = p##_dot_q3_k,                                                                            \
-            [ER_W_Q2_K] = p##_dot_q2_k,                                                                            \
+            [ER_W_Q4_1] = p##_dot_q4_1,                                                                               \
+            [ER_W_Q5_0] = p##_dot_q5_0,                                                                               \
+            [ER_W_Q5_1] = p##_dot_q5_1,                                                                               \
+            [ER_W_IQ4_NL] = p##_dot_iq4_nl,                                                                           \
+            [ER_W_IQ4_XS] = p##_dot_iq4_xs,                                                                           \
+            [ER_W_Q3_K] = p##_dot_q3_k,                                                                               \
+            [ER_W_Q2_K] = p##_dot_q2_k,                                                                               \
         },                                                                                                            \
         .matmul = {                                                                                                   \
             [ER_W_F32] = er_avx2_matmul_f32,                                                                          \
@@ -57,13 +57,13 @@
             [ER_W_Q4_K] = er_avx2_matmul_q4_k,                                                                        \
             [ER_W_Q5_K] = er_avx2_matmul_q5_k,                                                                        \
             [ER_W_Q6_K] = er_avx2_matmul_q6_k,                                                                        \
-            [ER_W_Q4_1] = p##_matmul_q4_1,                                                                         \
-            [ER_W_Q5_0] = p##_matmul_q5_0,                                                                         \
-            [ER_W_Q5_1] = p##_matmul_q5_1,                                                                         \
-            [ER_W_IQ4_NL] = p##_matmul_iq4_nl,                                                                     \
-            [ER_W_IQ4_XS] = p##_matmul_iq4_xs,                                                                     \
-            [ER_W_Q3_K] = p##_matmul_q3_k,                                                                         \
-            [ER_W_Q2_K] = p##_matmul_q2_k,                                                                         \
+            [ER_W_Q4_1] = p##_matmul_q4_1,                                                                            \
+            [ER_W_Q5_0] = p##_matmul_q5_0,                                                                            \
+            [ER_W_Q5_1] = p##_matmul_q5_1,                                                                            \
+            [ER_W_IQ4_NL] = p##_matmul_iq4_nl,                                                                        \
+            [ER_W_IQ4_XS] = p##_matmul_iq4_xs,                                                                        \
+            [ER_W_Q3_K] = p##_matmul_q3_k,                                                                            \
+            [ER_W_Q2_K] = p##_matmul_q2_k,                                                                            \
         },                                                                                                            \
         .dequant_row = {                                                                                              \
             [ER_W_F32] = er_gen_dequant_f32,                                                                          \
@@ -99,22 +99,23 @@
         .attention_sums = er_avx2_attention_sums,                                                                     \
         .f32_to_f16 = er_avx2_f32_to_f16,                                                                             \
         .f16_to_f32 = er_avx2_f16_to_f32,                                                                             \
-        /* 8- and 16-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
-        .repack_rows = {[ER_W_Q8_0] = q80_rows, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = q4k_rows, [ER_W_Q5_K] = q5k_rows,                   \
-                        [ER_W_Q5_0] = q32_rows, [ER_W_IQ4_NL] = q32_rows, [ER_W_Q4_1] = q32_rows, [ER_W_Q5_1] = q32_rows, [ER_W_Q6_K] = q6_rows,                         \
-                        [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},  \
-        .repack = {[ER_W_Q8_0] = q80_repack, [ER_W_Q4_0] = p##_repack_q4_0,                                  \
-                   [ER_W_Q4_K] = q4k_repack, [ER_W_Q5_K] = q5k_repack,                              \
-                   [ER_W_Q6_K] = q6_repack, [ER_W_Q5_0] = p##_repack_q5_0,                              \
-                   [ER_W_IQ4_NL] = p##_repack_iq4_nl, [ER_W_Q4_1] = p##_repack_q4_1,                          \
-                   [ER_W_Q5_1] = p##_repack_q5_1, [ER_W_Q3_K] = er_avx2_repack_q3_k,                              \
+        /* 8- and 16-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                             \
+        .repack_rows = {[ER_W_Q8_0] = q80_rows, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = q4k_rows,                       \
+                        [ER_W_Q5_K] = q5k_rows, [ER_W_Q6_K] = q6_rows,                                                \
+                        [ER_W_Q5_0] = q32_rows, [ER_W_IQ4_NL] = q32_rows, [ER_W_Q4_1] = q32_rows,                     \
+                        [ER_W_Q5_1] = q32_rows, [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},              \
+        .repack = {[ER_W_Q8_0] = q80_repack, [ER_W_Q4_0] = p##_repack_q4_0,                                           \
+                   [ER_W_Q4_K] = q4k_repack, [ER_W_Q5_K] = q5k_repack,                                                \
+                   [ER_W_Q6_K] = q6_repack, [ER_W_Q5_0] = p##_repack_q5_0,                                            \
+                   [ER_W_IQ4_NL] = p##_repack_iq4_nl, [ER_W_Q4_1] = p##_repack_q4_1,                                  \
+                   [ER_W_Q5_1] = p##_repack_q5_1, [ER_W_Q3_K] = er_avx2_repack_q3_k,                                  \
                    [ER_W_Q2_K] = er_avx2_repack_q2_k, [ER_W_IQ4_XS] = er_avx2_repack_iq4_xs},                         \
-        .matmul_repacked = {[ER_W_Q8_0] = q80, [ER_W_Q4_0] = q40,                                       \
-                            [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = q5k,                                       \
-                            [ER_W_Q6_K] = q6, [ER_W_Q5_0] = p##_matmul_q5_0##q32x,                         \
-                            [ER_W_IQ4_NL] = p##_matmul_iq4_nl##q32x, [ER_W_Q4_1] = p##_matmul_q4_1##q32x,                     \
-                            [ER_W_Q5_1] = p##_matmul_q5_1##q32x, [ER_W_Q3_K] = p##_matmul_q3_kx16,                         \
-                            [ER_W_Q2_K] = p##_matmul_q2_kx16, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx16},                    \
+        .matmul_repacked = {[ER_W_Q8_0] = q80, [ER_W_Q4_0] = q40,                                                     \
+                            [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = q5k,                                                     \
+                            [ER_W_Q6_K] = q6, [ER_W_Q5_0] = p##_matmul_q5_0##q32x,                                    \
+                            [ER_W_IQ4_NL] = p##_matmul_iq4_nl##q32x, [ER_W_Q4_1] = p##_matmul_q4_1##q32x,             \
+                            [ER_W_Q5_1] = p##_matmul_q5_1##q32x, [ER_W_Q3_K] = p##_matmul_q3_kx16,                    \
+                            [ER_W_Q2_K] = p##_matmul_q2_kx16, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx16},                  \
     }
 
 static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, 8, er_avx2_repack_q4_k, er_avx2_matmul_q4_kx8, 8,
