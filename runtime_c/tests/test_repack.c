@@ -41,9 +41,9 @@ static void check_twin(const er_kernels *k, int wt, const uint8_t *w, size_t row
                        int n_out, int m, const uint8_t *x, size_t x_stride, float *y) {
     const er_kernels *twin = strcmp(k->name, "avx512vnni") == 0 ? er_kernels_select("avx2", NULL) : NULL;
     if (!twin) return;
-    /* a layout of its own is one for 512-bit vectors, a record of 16 rows
-     * where avx2 has 8: one that differs at the same row count would be an
-     * accident the twin check would pass over */
+    /* a layout of its own is one for 512-bit vectors, 16 rows per record
+     * where avx2 has 8; another repack function at the same row count is a
+     * slip in table_avx2.c's wiring (a 16-row repack under 8 rows) */
     CHECK(twin->repack[wt] == k->repack[wt] || twin->repack_rows[wt] != k->repack_rows[wt],
           "%s: layout of type %d differs from avx2's at the same row count", k->name, wt);
     uint8_t *own = NULL;
