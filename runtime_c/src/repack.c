@@ -5,7 +5,7 @@
  *
  * Only where a table has a layout that pays: AVX2 Q8_0, Q4_0, Q4_K, Q5_K
  * and Q6_K, and the 32-element fallback types Q5_0, IQ4_NL, Q4_1 and Q5_1,
- * 8 rows each, 16 for avx512vnni's Q4_0, Q4_K, Q5_K and Q6_K, and Q3_K,
+ * 8 rows each, 16 for avx512vnni's (all nine), and Q3_K,
  * Q2_K and IQ4_XS, 16 rows each in both x86 tables (measured:
  * kernels/x86/repack_*.c); NEON, NEON-dotprod and NEON-i8mm the same nine
  * types and Q2_K, Q3_K and IQ4_XS, 4 rows each (kernels/neon/repack_*.c,

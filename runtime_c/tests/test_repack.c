@@ -31,17 +31,24 @@
 #include "repack_check.h"
 
 /* avx512vnni differs from avx2 only in the instructions of its repacked
- * matmuls (VPDPBUSD for Q4_0/Q8_0's exact block sums, AVX-512VL registers
- * for all) and in the layouts of Q4_0, Q8_0 and the K-quants (16 rows per record
- * for its 512-bit kernels): its results must be avx2's bit for bit, float order included
- * (x86/avx2.h). Where the layouts differ the twin gets the file rows w
- * (row_bytes apart) in its own. y: scratch for n_out * m. */
+ * matmuls (VPDPBUSD for the exact block sums, AVX-512VL registers for all)
+ * and in the layouts of Q4_0, Q8_0, the K-quants and the 32-element types
+ * (16 rows per record for its 512-bit kernels; Q2_K's codes regrouped at
+ * 16 rows in both): its results must be avx2's
+ * bit for bit, float order included (x86/avx2.h). Where the layouts differ
+ * the twin gets the file rows w (row_bytes apart) in its own. y: scratch
+ * for n_out * m. */
 static void check_twin(const er_kernels *k, int wt, const uint8_t *w, size_t row_bytes, const uint8_t *packed, int n,
                        int n_out, int m, const uint8_t *x, size_t x_stride, float *y) {
     const er_kernels *twin = strcmp(k->name, "avx512vnni") == 0 ? er_kernels_select("avx2", NULL) : NULL;
     if (!twin) return;
-    CHECK(twin->repack[wt] == k->repack[wt] || wt == ER_W_Q4_0 || wt == ER_W_Q8_0 || er_wtype_block_elems(wt) == ER_QK_K,
-          "%s: layout of type %d differs from avx2's", k->name, wt);
+    /* a layout of its own is one for 512-bit vectors, 16 rows per record
+     * where avx2 has 8, or Q2_K's (16 rows in both, its codes regrouped for
+     * VPDPWSSD: repack_qk23_avx2.c); another repack function at the same
+     * row count is a slip in table_avx2.c's wiring (a 16-row repack under
+     * 8 rows) */
+    CHECK(twin->repack[wt] == k->repack[wt] || twin->repack_rows[wt] != k->repack_rows[wt] || wt == ER_W_Q2_K,
+          "%s: layout of type %d differs from avx2's at the same row count", k->name, wt);
     uint8_t *own = NULL;
     const uint8_t *tw = packed;
     if (twin->repack[wt] != k->repack[wt]) {

@@ -8,21 +8,23 @@
  * takes these functions' addresses. Include this header only from files
  * built with those flags: its inline helpers use AVX2 intrinsics.
  *
- * The repacked integer kernels (repack_*_avx2.c) are compiled a second time
- * with -DER_X86_VNNI=1 and the AVX-512 VL/BW/VNNI flags, as the
- * "avx512vnni" table's er_avx512vnni_* functions: the same 256-bit kernels,
- * Q4_0's and Q8_0's int8 dot products taking VPDPBUSD (four u8 x s8
- * products summed into each int32 lane, exact, no int16 step), and every
- * body free to use the 16 further ymm registers of AVX-512VL.
+ * A few of them (repack_avx2.c, q32_avx2.c, qk23_avx2.c,
+ * repack_qk23_avx2.c) are compiled a second time with -DER_X86_VNNI=1 and
+ * the AVX-512 VL/BW/VNNI flags, as the "avx512vnni" table's
+ * er_avx512vnni_* functions: their int8 dot products taking VPDPBUSD (four
+ * u8 x s8 products summed into each int32 lane, exact, no int16 step), and
+ * every body free to use the 16 further ymm registers of AVX-512VL.
  * qk23_avx2.c (Q2_K, Q3_K, IQ4_XS) is built both ways too: its matmul's 8
  * activation rows per tile give VPDPWSSD 8 independent chains, and Q2_K's
  * code * scale fits a byte for VPDPBUSD; their repacked kernels
  * (repack_qk23_avx2.c) take 512-bit vectors there, on a 16-row layout both
- * tables share. Q4_0, Q4_K, Q5_K and Q6_K have layouts of their own there,
- * 16 rows per record for 512-bit vectors (repack_avx2.c;
- * repack_q4_k_q5_k_x16_avx512.c and repack_q6_k_x16_avx512.c, built only
- * for that table). ER_X86_FN names a function of the variant being
- * compiled.
+ * tables share. Q4_0, Q4_K, Q5_K, Q6_K, Q8_0 and the 32-element types
+ * Q5_0, IQ4_NL, Q4_1 and Q5_1 have layouts of their own there, 16 rows per
+ * record for 512-bit vectors (repack_avx2.c; repack_q4_k_q5_k_x16_avx512.c,
+ * repack_q6_k_x16_avx512.c, repack_q8_0_x16_avx512.c and
+ * repack_q32_x16_avx512.c, built only for that table; their 8-row
+ * repack_q8_0_avx2.c and repack_q32_avx2.c only for avx2). ER_X86_FN names
+ * a function of the variant being compiled.
  */
 #ifndef ER_KERNELS_AVX2_H
 #define ER_KERNELS_AVX2_H
@@ -191,10 +193,15 @@ void er_avx512vnni_repack_q5_k(const void *src, void *dst, size_t row_bytes, int
 void er_avx512vnni_matmul_q5_kx16(const er_matmul_args *a);
 void er_avx512vnni_repack_q8_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
 void er_avx512vnni_matmul_q8_0x16(const er_matmul_args *a);
-void er_avx512vnni_matmul_q5_0x8(const er_matmul_args *a);
-void er_avx512vnni_matmul_iq4_nlx8(const er_matmul_args *a);
-void er_avx512vnni_matmul_q4_1x8(const er_matmul_args *a);
-void er_avx512vnni_matmul_q5_1x8(const er_matmul_args *a);
+/* Q5_0's, IQ4_NL's, Q4_1's and Q5_1's 16-row layouts of the avx512vnni table (repack_q32_x16_avx512.c) */
+void er_avx512vnni_repack_q5_0(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_repack_iq4_nl(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_repack_q4_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_repack_q5_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out);
+void er_avx512vnni_matmul_q5_0x16(const er_matmul_args *a);
+void er_avx512vnni_matmul_iq4_nlx16(const er_matmul_args *a);
+void er_avx512vnni_matmul_q4_1x16(const er_matmul_args *a);
+void er_avx512vnni_matmul_q5_1x16(const er_matmul_args *a);
 void er_avx512vnni_matmul_q3_kx16(const er_matmul_args *a);
 void er_avx512vnni_matmul_q2_kx16(const er_matmul_args *a);
 void er_avx512vnni_matmul_iq4_xsx16(const er_matmul_args *a);

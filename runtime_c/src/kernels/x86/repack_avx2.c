@@ -46,9 +46,11 @@
  * 2.37 -> 1.9-2.05 ms a token and a 4-session batched step 3.34 -> 2.8
  * (A/B in one process, shuffled, 21 rounds); avx2 decode 2.6 -> 2.1-2.5 ms.
  *
- * Q8_0 has its own 8-row layout (repack_q8_0_avx2.c); Q4_K too
- * (repack_q4_k_q5_k_avx2.c, with Q5_K), Q6_K too (repack_q6_k_avx2.c);
- * Q5_0, IQ4_NL, Q4_1 and Q5_1 take this one's shape (repack_q32_avx2.c).
+ * Q8_0 has its own layouts (repack_q8_0_avx2.c, repack_q8_0_x16_avx512.c);
+ * Q4_K too (repack_q4_k_q5_k_avx2.c, with Q5_K), Q6_K too
+ * (repack_q6_k_avx2.c); Q5_0, IQ4_NL, Q4_1 and Q5_1 take this one's 8-row
+ * shape on avx2 (repack_q32_avx2.c) and their own 16-row records on
+ * avx512vnni (repack_q32_x16_avx512.c).
  *
  * Arithmetic: each block's int32 sum per row is exact (maddubs of the
  * unsigned nibbles, int16 sums of 8 groups <= 8 * 2 * 15 * 127 = 30480, then

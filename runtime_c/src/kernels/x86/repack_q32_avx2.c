@@ -1,8 +1,10 @@
 /*
  * repack_q32_avx2.c — Q5_0, IQ4_NL, Q4_1 and Q5_1 matrices in 8-row
- * interleaved blocks, AVX2 (and the avx512vnni twin, avx2.h): the 32-element
- * types llama.cpp's K-quant mixes fall back to on rows that are not a
- * multiple of 256 (issue 25), laid out as Q4_0's (repack_avx2.c).
+ * interleaved blocks, AVX2: the 32-element types llama.cpp's K-quant mixes
+ * fall back to on rows that are not a multiple of 256 (issue 25), laid out
+ * as Q4_0's (repack_avx2.c). The avx512vnni table has 16-row layouts of
+ * its own (repack_q32_x16_avx512.c), held to this file's results bit for
+ * bit.
  *
  * Layout (repack_rows = 8; each record the bytes of the 8 rows' blocks b,
  * rearranged at open into the arena's "repacked" section):
@@ -32,9 +34,8 @@
  *     minus 16 * sum(x).
  *   Q4_1/Q5_1: the same unsigned sums (Q4_1: four chunks, <= 30480) and
  *     sum(x), for d_w d_x Σqx + m_w d_x Σx.
- *   IQ4_NL: grid values (-127..113) by one shuffle; AVX2 multiplies |g| by
- *     x with g's sign (pairs <= 2 * 127 * 127 = 32258, widened at once);
- *     VNNI takes g + 128 (unsigned) into VPDPBUSD and subtracts 128 * sum(x).
+ *   IQ4_NL: grid values (-127..113) by one shuffle; |g| multiplied by x
+ *     with g's sign (pairs <= 2 * 127 * 127 = 32258, widened at once).
  */
 #include <string.h>
 
@@ -53,9 +54,6 @@ enum { T_Q5_0, T_IQ4_NL, T_Q4_1, T_Q5_1 };
 #define REC(T) (OFF_Q(T) + 128)
 
 /* ---- repacking (at open) -------------------------------------------------- */
-
-/* once, in the AVX2 build: the avx512vnni table shares the layouts */
-#if !ER_X86_VNNI
 
 /* File blocks: d, then m (has_m), then qh (has_h), then qs[16]. */
 static void interleave(const void *src, void *dst, size_t row_bytes, int n_in, int n_out, int has_m, int has_h) {
@@ -89,7 +87,6 @@ void er_avx2_repack_q4_1(const void *src, void *dst, size_t row_bytes, int n_in,
 void er_avx2_repack_q5_1(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
     interleave(src, dst, row_bytes, n_in, n_out, 1, 1);
 }
-#endif
 
 /* ---- kernels ---------------------------------------------------------------- */
 
@@ -98,13 +95,11 @@ typedef struct act_blk {
     int32_t sum; /* Σ x of the block's 32 quants */
 } act_blk;
 
-#if !ER_X86_VNNI /* the VNNI kernel broadcasts inside VPDPBUSD (avx2.h) */
 static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
 }
-#endif
 
 static ALWAYS_INLINE int32_t sum_i8_32(const int8_t *q) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)q);
@@ -132,35 +127,20 @@ static ALWAYS_INLINE void group_tile(const int T, const unsigned char *wg, const
                                      const int mt, int b0, int b1, act_blk a[MT][KB], float *y, size_t ys, int add,
                                      int pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
-#if !ER_X86_VNNI
     const __m256i one16 = _mm256_set1_epi16(1);
-#endif
-#if ER_X86_VNNI
-    /* llama.cpp's kvalues_iq4nl + 128: unsigned for VPDPBUSD */
-    const __m256i grid = _mm256_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153,
-                                          (char)166, (char)181, (char)197, (char)217, (char)241, 1, 24, 45, 63, 79, 93,
-                                          106, 118, (char)129, (char)141, (char)153, (char)166, (char)181, (char)197,
-                                          (char)217, (char)241);
-#else
     const __m256i grid = _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
                                           -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-#endif
     __m256 acc[MT];
     for (int j = 0; j < mt; j++) acc[j] = add ? _mm256_loadu_ps(y + (size_t)j * ys) : _mm256_setzero_ps();
     for (int b = b0; b < b1; b++) {
         const unsigned char *w = wg + (size_t)b * REC(T);
         if (pf) er_kq8_prefetch(w, REC(T)); /* first pass over the chunk (repack_avx2.c) */
         const int8_t *xq[MT];
-        __m256i s[MT];
-#if !ER_X86_VNNI
-        __m256i s16[MT];
-#endif
+        __m256i s[MT], s16[MT];
         for (int j = 0; j < mt; j++) {
             xq[j] = ((const er_block_q8_0 *)(const void *)(x + (size_t)j * xs) + b)->qs;
             s[j] = _mm256_setzero_si256();
-#if !ER_X86_VNNI
             s16[j] = _mm256_setzero_si256();
-#endif
         }
         const __m256i h = HAS_H(T) ? _mm256_loadu_si256((const __m256i *)(const void *)(w + OFF_H(T))) : m4;
 #pragma GCC unroll 4
@@ -175,13 +155,6 @@ static ALWAYS_INLINE void group_tile(const int T, const unsigned char *wg, const
                 lo = _mm256_shuffle_epi8(grid, lo);
                 hi = _mm256_shuffle_epi8(grid, hi);
             }
-#if ER_X86_VNNI
-#pragma GCC unroll 8
-            for (int j = 0; j < mt; j++) {
-                s[j] = er_x86_dpbusd_bcast4(s[j], lo, xq[j] + 4 * c);
-                s[j] = er_x86_dpbusd_bcast4(s[j], hi, xq[j] + 16 + 4 * c);
-            }
-#else
             if (T == T_IQ4_NL) {
                 const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
 #pragma GCC unroll 8
@@ -203,7 +176,6 @@ static ALWAYS_INLINE void group_tile(const int T, const unsigned char *wg, const
                     }
                 }
             }
-#endif
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)w));
         for (int j = 0; j < mt; j++) {
@@ -211,9 +183,6 @@ static ALWAYS_INLINE void group_tile(const int T, const unsigned char *wg, const
             const __m256 dx = _mm256_set1_ps(ab->d);
             __m256i isum = s[j];
             if (T == T_Q5_0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * ab->sum));
-#if ER_X86_VNNI
-            if (T == T_IQ4_NL) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(128 * ab->sum));
-#endif
             if (HAS_M(T)) {
                 const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(w + 16)));
                 const __m256 dd = _mm256_mul_ps(dw, dx);
@@ -259,7 +228,7 @@ static ALWAYS_INLINE void matmul_x8(const int T, const er_matmul_args *a) {
     }
 }
 
-void ER_X86_FN(matmul_q5_0x8)(const er_matmul_args *a) { matmul_x8(T_Q5_0, a); }
-void ER_X86_FN(matmul_iq4_nlx8)(const er_matmul_args *a) { matmul_x8(T_IQ4_NL, a); }
-void ER_X86_FN(matmul_q4_1x8)(const er_matmul_args *a) { matmul_x8(T_Q4_1, a); }
-void ER_X86_FN(matmul_q5_1x8)(const er_matmul_args *a) { matmul_x8(T_Q5_1, a); }
+void er_avx2_matmul_q5_0x8(const er_matmul_args *a) { matmul_x8(T_Q5_0, a); }
+void er_avx2_matmul_iq4_nlx8(const er_matmul_args *a) { matmul_x8(T_IQ4_NL, a); }
+void er_avx2_matmul_q4_1x8(const er_matmul_args *a) { matmul_x8(T_Q4_1, a); }
+void er_avx2_matmul_q5_1x8(const er_matmul_args *a) { matmul_x8(T_Q5_1, a); }

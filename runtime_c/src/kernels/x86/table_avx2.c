@@ -6,11 +6,12 @@
  * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the Q2_K,
  * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c, repack_qk23_avx2.c: the
  * VNNI build takes their 16-row slots as 512-bit vectors), and in the
- * layouts of Q4_0, Q4_K, Q5_K and Q6_K (8 rows per record, 16 for
- * avx512vnni's 512-bit kernels: x86/repack_avx2.c,
- * x86/repack_q4_k_q5_k_x16_avx512.c, x86/repack_q6_k_x16_avx512.c) and of
- * Q2_K (16 rows in both, its codes regrouped for avx512vnni's VPDPWSSD:
- * x86/repack_qk23_avx2.c); every
+ * layouts of Q4_0, Q4_K, Q5_K, Q6_K, Q8_0, Q5_0, IQ4_NL, Q4_1 and Q5_1
+ * (8 rows per record, 16 for avx512vnni's 512-bit kernels:
+ * x86/repack_avx2.c, x86/repack_q4_k_q5_k_x16_avx512.c,
+ * x86/repack_q6_k_x16_avx512.c, x86/repack_q8_0_x16_avx512.c,
+ * x86/repack_q32_x16_avx512.c) and of Q2_K (16 rows in both, its codes
+ * regrouped for avx512vnni's VPDPWSSD: x86/repack_qk23_avx2.c); every
  * result is bit-identical between them (the same exact integer sums, the
  * same float order). rope (angles computed inside) stays generic: the
  * forward pass uses rope_cs, whose angles come precomputed.
@@ -22,10 +23,13 @@
  * rows per record, repacking and repacked matmul (q5k_*: Q5_K's);
  * q40_rows, q40: Q4_0's rows per layout record and its repacked matmul;
  * q6: Q6_K's rows per record, repacking and repacked matmul (8 for avx2,
- * 16 for avx512vnni: x86/repack_q6_k_x16_avx512.c); Q2_K's repacking is
- * p's own (p##_repack_q2_k) */
+ * 16 for avx512vnni: x86/repack_q6_k_x16_avx512.c); q80_*: Q8_0's;
+ * q32_rows, q32x: the rows per record of Q5_0, IQ4_NL, Q4_1 and Q5_1 and
+ * their repacked matmuls' name suffix (x8: x86/repack_q32_avx2.c, x16:
+ * x86/repack_q32_x16_avx512.c), whose repacking is p's, as Q2_K's is
+ * (p##_repack_q2_k) */
 #define AVX2_TABLE(tname, p, q4k_rows, q4k_repack, q4k, q5k_rows, q5k_repack, q5k, q40_rows, q40, q6_rows, q6_repack, \
-                   q6, q80_rows, q80_repack, q80)                                                           \
+                   q6, q80_rows, q80_repack, q80, q32_rows, q32x)                                                     \
     {                                                                                                                 \
         .name = tname,                                                                                                \
         .act_kind = ER_ACT_KINDS,                                                                                     \
@@ -38,13 +42,13 @@
             [ER_W_Q4_K] = er_avx2_dot_q4_k,                                                                           \
             [ER_W_Q5_K] = er_avx2_dot_q5_k,                                                                           \
             [ER_W_Q6_K] = er_avx2_dot_q6_k,                                                                           \
-            [ER_W_Q4_1] = p##_dot_q4_1,                                                                            \
-            [ER_W_Q5_0] = p##_dot_q5_0,                                                                            \
-            [ER_W_Q5_1] = p##_dot_q5_1,                                                                            \
-            [ER_W_IQ4_NL] = p##_dot_iq4_nl,                                                                        \
-            [ER_W_IQ4_XS] = p##_dot_iq4_xs,                                                                        \
-            [ER_W_Q3_K] = p##_dot_q3_k,                                                                            \
-            [ER_W_Q2_K] = p##_dot_q2_k,                                                                            \
+            [ER_W_Q4_1] = p##_dot_q4_1,                                                                               \
+            [ER_W_Q5_0] = p##_dot_q5_0,                                                                               \
+            [ER_W_Q5_1] = p##_dot_q5_1,                                                                               \
+            [ER_W_IQ4_NL] = p##_dot_iq4_nl,                                                                           \
+            [ER_W_IQ4_XS] = p##_dot_iq4_xs,                                                                           \
+            [ER_W_Q3_K] = p##_dot_q3_k,                                                                               \
+            [ER_W_Q2_K] = p##_dot_q2_k,                                                                               \
         },                                                                                                            \
         .matmul = {                                                                                                   \
             [ER_W_F32] = er_avx2_matmul_f32,                                                                          \
@@ -55,13 +59,13 @@
             [ER_W_Q4_K] = er_avx2_matmul_q4_k,                                                                        \
             [ER_W_Q5_K] = er_avx2_matmul_q5_k,                                                                        \
             [ER_W_Q6_K] = er_avx2_matmul_q6_k,                                                                        \
-            [ER_W_Q4_1] = p##_matmul_q4_1,                                                                         \
-            [ER_W_Q5_0] = p##_matmul_q5_0,                                                                         \
-            [ER_W_Q5_1] = p##_matmul_q5_1,                                                                         \
-            [ER_W_IQ4_NL] = p##_matmul_iq4_nl,                                                                     \
-            [ER_W_IQ4_XS] = p##_matmul_iq4_xs,                                                                     \
-            [ER_W_Q3_K] = p##_matmul_q3_k,                                                                         \
-            [ER_W_Q2_K] = p##_matmul_q2_k,                                                                         \
+            [ER_W_Q4_1] = p##_matmul_q4_1,                                                                            \
+            [ER_W_Q5_0] = p##_matmul_q5_0,                                                                            \
+            [ER_W_Q5_1] = p##_matmul_q5_1,                                                                            \
+            [ER_W_IQ4_NL] = p##_matmul_iq4_nl,                                                                        \
+            [ER_W_IQ4_XS] = p##_matmul_iq4_xs,                                                                        \
+            [ER_W_Q3_K] = p##_matmul_q3_k,                                                                            \
+            [ER_W_Q2_K] = p##_matmul_q2_k,                                                                            \
         },                                                                                                            \
         .dequant_row = {                                                                                              \
             [ER_W_F32] = er_gen_dequant_f32,                                                                          \
@@ -97,34 +101,35 @@
         .attention_sums = er_avx2_attention_sums,                                                                     \
         .f32_to_f16 = er_avx2_f32_to_f16,                                                                             \
         .f16_to_f32 = er_avx2_f16_to_f32,                                                                             \
-        /* 8- and 16-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                                     \
-        .repack_rows = {[ER_W_Q8_0] = q80_rows, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = q4k_rows, [ER_W_Q5_K] = q5k_rows,                   \
-                        [ER_W_Q5_0] = 8, [ER_W_IQ4_NL] = 8, [ER_W_Q4_1] = 8, [ER_W_Q5_1] = 8, [ER_W_Q6_K] = q6_rows,                         \
-                        [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},  \
-        .repack = {[ER_W_Q8_0] = q80_repack, [ER_W_Q4_0] = p##_repack_q4_0,                                  \
-                   [ER_W_Q4_K] = q4k_repack, [ER_W_Q5_K] = q5k_repack,                              \
-                   [ER_W_Q6_K] = q6_repack, [ER_W_Q5_0] = er_avx2_repack_q5_0,                              \
-                   [ER_W_IQ4_NL] = er_avx2_repack_iq4_nl, [ER_W_Q4_1] = er_avx2_repack_q4_1,                          \
-                   [ER_W_Q5_1] = er_avx2_repack_q5_1, [ER_W_Q3_K] = er_avx2_repack_q3_k,                              \
-                   [ER_W_Q2_K] = p##_repack_q2_k, [ER_W_IQ4_XS] = er_avx2_repack_iq4_xs},                         \
-        .matmul_repacked = {[ER_W_Q8_0] = q80, [ER_W_Q4_0] = q40,                                       \
-                            [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = q5k,                                       \
-                            [ER_W_Q6_K] = q6, [ER_W_Q5_0] = p##_matmul_q5_0x8,                         \
-                            [ER_W_IQ4_NL] = p##_matmul_iq4_nlx8, [ER_W_Q4_1] = p##_matmul_q4_1x8,                     \
-                            [ER_W_Q5_1] = p##_matmul_q5_1x8, [ER_W_Q3_K] = p##_matmul_q3_kx16,                         \
-                            [ER_W_Q2_K] = p##_matmul_q2_kx16, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx16},                    \
+        /* 8- and 16-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                             \
+        .repack_rows = {[ER_W_Q8_0] = q80_rows, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = q4k_rows,                       \
+                        [ER_W_Q5_K] = q5k_rows, [ER_W_Q6_K] = q6_rows,                                                \
+                        [ER_W_Q5_0] = q32_rows, [ER_W_IQ4_NL] = q32_rows, [ER_W_Q4_1] = q32_rows,                     \
+                        [ER_W_Q5_1] = q32_rows, [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},              \
+        .repack = {[ER_W_Q8_0] = q80_repack, [ER_W_Q4_0] = p##_repack_q4_0,                                           \
+                   [ER_W_Q4_K] = q4k_repack, [ER_W_Q5_K] = q5k_repack,                                                \
+                   [ER_W_Q6_K] = q6_repack, [ER_W_Q5_0] = p##_repack_q5_0,                                            \
+                   [ER_W_IQ4_NL] = p##_repack_iq4_nl, [ER_W_Q4_1] = p##_repack_q4_1,                                  \
+                   [ER_W_Q5_1] = p##_repack_q5_1, [ER_W_Q3_K] = er_avx2_repack_q3_k,                                  \
+                   [ER_W_Q2_K] = p##_repack_q2_k, [ER_W_IQ4_XS] = er_avx2_repack_iq4_xs},                             \
+        .matmul_repacked = {[ER_W_Q8_0] = q80, [ER_W_Q4_0] = q40,                                                     \
+                            [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = q5k,                                                     \
+                            [ER_W_Q6_K] = q6, [ER_W_Q5_0] = p##_matmul_q5_0##q32x,                                    \
+                            [ER_W_IQ4_NL] = p##_matmul_iq4_nl##q32x, [ER_W_Q4_1] = p##_matmul_q4_1##q32x,             \
+                            [ER_W_Q5_1] = p##_matmul_q5_1##q32x, [ER_W_Q3_K] = p##_matmul_q3_kx16,                    \
+                            [ER_W_Q2_K] = p##_matmul_q2_kx16, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx16},                  \
     }
 
 static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, 8, er_avx2_repack_q4_k, er_avx2_matmul_q4_kx8, 8,
                                              er_avx2_repack_q5_k, er_avx2_matmul_q5_kx8, 8, er_avx2_matmul_q4_0x8, 8,
                                              er_avx2_repack_q6_k, er_avx2_matmul_q6_kx8, 8, er_avx2_repack_q8_0,
-                                             er_avx2_matmul_q8_0x8);
+                                             er_avx2_matmul_q8_0x8, 8, x8);
 static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, 16, er_avx512vnni_repack_q4_k,
                                                     er_avx512vnni_matmul_q4_kx16, 16,
                                                     er_avx512vnni_repack_q5_k, er_avx512vnni_matmul_q5_kx16, 16,
                                                     er_avx512vnni_matmul_q4_0x16, 16, er_avx512vnni_repack_q6_k,
                                                     er_avx512vnni_matmul_q6_kx16, 16, er_avx512vnni_repack_q8_0,
-                                                    er_avx512vnni_matmul_q8_0x16);
+                                                    er_avx512vnni_matmul_q8_0x16, 16, x16);
 
 const er_kernels *er_kernels_avx2(void) { return &k_avx2; }
 const er_kernels *er_kernels_avx512vnni(void) { return &k_avx512vnni; }
