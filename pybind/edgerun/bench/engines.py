@@ -558,6 +558,19 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
     with the read bandwidth measured in the same run. Returns a JSON-ready dict."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t_start = time.time()
+    # Every model is made before anything is timed, and written out: a file
+    # just made by llama.cpp's quantizer is still being written back while
+    # the next rows run, and on a 2-vCPU VM that cost the rows timed beside
+    # it up to a third of their decode speed (110M Q5_K_S 228 tok/s in a
+    # first matrix run, 342-380 in five runs of the same build afterwards).
+    models = {}
+    for shape in shapes:
+        for wt in _types_for(shape, types):
+            try:
+                models[shape, wt] = bench_model(out_dir, shape, wt, log)
+            except (OSError, RuntimeError) as e:
+                models[shape, wt] = e
+    os.sync()
     load_before = os.getloadavg()
     cpu_before = interference.snapshot()
     # Measured before and after the engines, keeping the higher figure per
@@ -575,12 +588,11 @@ def matrix(out_dir, shapes=SHAPES, types=MATRIX_TYPES + tuple(MIX_TYPES), thread
     with console.progress("edgerun bench --matrix", total=n_runs) as bar:
         for shape in shapes:
             for wt in _types_for(shape, types):
-                try:
-                    path = bench_model(out_dir, shape, wt, log)
-                except (OSError, RuntimeError) as e:
-                    log(f"bench: {shape} {wt}: skipped: {e}")
+                path = models[shape, wt]
+                if isinstance(path, Exception):
+                    log(f"bench: {shape} {wt}: skipped: {path}")
                     rows += [{"engine": engine, "shape": shape, "type": wt, "threads": t,
-                              "error": f"no model: {e}"} for t in threads for engine in engines]
+                              "error": f"no model: {path}"} for t in threads for engine in engines]
                     bar.advance(len(threads) * len(engines))
                     continue
                 wbytes = weight_bytes_per_token(path)
