@@ -125,8 +125,11 @@ static void q2_head(blk_q2_kx16 *out, const er_block_q2_k *in, int r) {
     for (int t = 0; t < 16; t++) out->sc[t / 2][2 * r + t % 2] = in->scales[t];
 }
 
-#if ER_X86_VNNI
-void er_avx512vnni_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+/* Q2_K records of 16 rows, the slot bytes of each row's codes q (element
+ * order) for slot t, lane byte k given by slot(q, t, k): both tables'
+ * layouts differ only there */
+static void repack_q2_k_by(const void *src, void *dst, size_t row_bytes, int n_in, int n_out,
+                           uint8_t (*slot)(const uint8_t *q, int t, int k)) {
     const int nb = n_in / ER_QK_K;
     blk_q2_kx16 *out = dst;
     uint8_t q[ER_QK_K];
@@ -136,19 +139,27 @@ void er_avx512vnni_repack_q2_k(const void *src, void *dst, size_t row_bytes, int
                 const er_block_q2_k *in = src_block(src, row_bytes, 16 * g + r, sizeof *in, i);
                 q2_head(out, in, r);
                 low2_codes(in->qs, q);
-                for (int p = 0; p < 8; p++)
-                    for (int e = 0; e < 2; e++)
-                        for (int k = 0; k < 4; k++) {
-                            const uint8_t *ev = q + 32 * p + 8 * e + k, *od = ev + 16;
-                            out->q[2 * p + e][4 * r + k] = (uint8_t)(od[0] | ev[0] << 2 | od[4] << 4 | ev[4] << 6);
-                        }
+                for (int t = 0; t < 16; t++)
+                    for (int k = 0; k < 4; k++) out->q[t][4 * r + k] = slot(q, t, k);
             }
+}
+
+#if ER_X86_VNNI
+/* slot 2p + e: the odd and even sub-blocks of pair p alternate in each
+ * byte, the even in bits 2-3 and 6-7 (taken in place as 4x their value) */
+static uint8_t q2_slot_vnni(const uint8_t *q, int t, int k) {
+    const uint8_t *ev = q + 32 * (t / 2) + 8 * (t % 2) + k, *od = ev + 16;
+    return (uint8_t)(od[0] | ev[0] << 2 | od[4] << 4 | ev[4] << 6);
+}
+
+void er_avx512vnni_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
+    repack_q2_k_by(src, dst, row_bytes, n_in, n_out, q2_slot_vnni);
 }
 #else
 /* once, in the AVX2 build: the avx512vnni table shares the other layouts */
 
 /* the slot byte of codes q (element order) for sub-block t, lane byte k */
-static uint8_t pack4(const uint8_t q[ER_QK_K], int t, int k) {
+static uint8_t pack4(const uint8_t *q, int t, int k) {
     const uint8_t *e = q + 16 * t + k;
     return (uint8_t)(e[0] | e[4] << 2 | e[8] << 4 | e[12] << 6);
 }
@@ -182,18 +193,7 @@ void er_avx2_repack_q3_k(const void *src, void *dst, size_t row_bytes, int n_in,
 }
 
 void er_avx2_repack_q2_k(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
-    const int nb = n_in / ER_QK_K;
-    blk_q2_kx16 *out = dst;
-    uint8_t q[ER_QK_K];
-    for (int g = 0; g < n_out / 16; g++)
-        for (int i = 0; i < nb; i++, out++)
-            for (int r = 0; r < 16; r++) {
-                const er_block_q2_k *in = src_block(src, row_bytes, 16 * g + r, sizeof *in, i);
-                q2_head(out, in, r);
-                low2_codes(in->qs, q);
-                for (int t = 0; t < 16; t++)
-                    for (int k = 0; k < 4; k++) out->q[t][4 * r + k] = pack4(q, t, k);
-            }
+    repack_q2_k_by(src, dst, row_bytes, n_in, n_out, pack4);
 }
 
 void er_avx2_repack_iq4_xs(const void *src, void *dst, size_t row_bytes, int n_in, int n_out) {
