@@ -438,7 +438,13 @@ static AI void prefetch_l2(const unsigned char *p, size_t n) { prefetch_t1((cons
  * The price is paid where the cache is already in L3 (128 positions, no
  * flush): F32 79 + 95 -> 118 + 126, F16 52 + 65 -> 58 + 84: the sums carry
  * every output through memory, and one head's chain runs 8 FMAs deep
- * before the next head's loads. A decode step reads its cache from DRAM. In the 110M model (Q4_0, one
+ * before the next head's loads. Sums over two rows at a time (each output
+ * vector loaded and stored once for both, the rows' slices interleaved)
+ * won that back warm (F32 119 -> 88 us, F16 84 -> 65) and lost 7-13% cold
+ * (F32 653-693 -> 738-751 us at 400 positions). Query heads that share a
+ * K/V head keep the per-head walk: a row walk for them, one K or V vector
+ * loaded for all the group's queries, ran the sums 2.5x slower (8 outputs
+ * through memory per V vector) and the scores within 10% either way. A decode step reads its cache from DRAM. In the 110M model (Q4_0, one
  * token after 400, median of alternating runs, us of attention a step;
  * 1 thread: 1 slot, 4 slots batched): F32 cache 1,689 -> 1,286 and
  * 6,218 -> 5,090; F16 658 -> 540 and 2,722 -> 2,429; 16 positions F32
