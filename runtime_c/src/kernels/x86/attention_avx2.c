@@ -3,7 +3,12 @@
  * query head at a time (attention), many queries that share a K/V head
  * (attention_multi: a group of query heads in registers, few_x8, or prefill
  * tokens over a float copy of each block of rows, multi_x8), and a decode
- * step's K/V heads read row by row across all of them (attention_heads).
+ * step's K/V heads read row by row across all of them (attention_heads:
+ * blocks of 8 rows head by head where query heads share a K/V head, whole
+ * rows in address order where each has its own, row_scores_walk and
+ * row_sums_walk, which took the 110M model's attention at 400 positions
+ * from 1,570-1,800 to 1,160-1,640 us a step with an F32 cache, 1 thread,
+ * and 6,000-6,700 to 4,900-5,400 for 4 sessions batched).
  */
 #include "avx2.h"
 #include "edgerun.h" /* ER_KV_F16 */
@@ -355,7 +360,9 @@ void er_avx2_attention_multi(float *const *out, const float *const *q, const int
 }
 
 /*
- * attention_heads: a decode step's K/V heads row by row. The one-query
+ * attention_heads: a decode step's K/V heads row by row (where query heads
+ * share a K/V head; with one each, the address-order walk further down).
+ * The one-query
  * kernel walks one head's column down the cache, then the next head's:
  * 128 bytes of every 1,536-byte row for 12 heads of 64, a stride at which
  * the rows land in 8 of L1's 64 sets and the prefetchers see 12 strided
@@ -398,13 +405,149 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
 
 static AI void prefetch_l2(const unsigned char *p, size_t n) { prefetch_t1((const char *)p, n); }
 
+/*
+ * With one query head per K/V head (group 1: the 110M model's 12 heads of
+ * 64), both halves walk the cache one row at a time, every head of a row,
+ * and every load in address order: the hardware prefetchers then see one
+ * forward stream and keep it coming while the FMAs run. The per-head walk
+ * above (8 rows of one head, then the next head) reads the same 24 KB
+ * blocks out of order, and from DRAM ran about as if every load waited for
+ * memory and the arithmetic after it: 18-20 GB/s where a plain read gets
+ * 31, and the same kernels from L2 ran at 50-66. A row walk that took the
+ * heads' first vectors, then their second ones... (8 loads 256 bytes apart)
+ * got 11-13 GB/s without software prefetch; in address order, 31-34.
+ * Software prefetch stays, spread over the loads: each line PF_ROW_ROWS
+ * rows ahead as its counterpart here is read (a whole row's 48 lines at
+ * once was slower).
+ *
+ * Bit for bit as the per-head walk: a score is the same FMA chain over the
+ * head and the same hadd tree (scores8's, a lane of which depends on its
+ * own accumulator only), scaled the same; the rows after the last whole
+ * block of 8 take dot1 as before; each output is the same chain of FMAs in
+ * position order, carried through out[] (a float stored and loaded back is
+ * exact), from zero as few_wsum starts it.
+ *
+ * Measured (Zen 4 VM, 1 thread, 12 layers x 12 heads of 64, the cache on
+ * 2 MiB pages, caches flushed by a 64 MiB read before each token, medians
+ * of 60, two alternating rounds), us a token, scores + sums:
+ *   400 positions F32 655 + 733, 613 + 758 -> 468 + 542, 433 + 508;
+ *                 F16 279 + 343, 260 + 335 -> 225 + 284, 221 + 284;
+ *   40 positions  F32 74 + 89, 65 + 84 -> 65 + 80, 60 + 77;
+ *                 F16 41 + 47, 40 + 47 -> 33 + 42, 32 + 41;
+ *   16 positions  F32 31 + 38 -> 19 + 29, F16 21 + 28 -> 16 + 22.
+ * The price is paid where the cache is already in L3 (128 positions, no
+ * flush): F32 79 + 95 -> 118 + 126, F16 52 + 65 -> 58 + 84: the sums carry
+ * every output through memory, and one head's chain runs 8 FMAs deep
+ * before the next head's loads. Sums over two rows at a time (each output
+ * vector loaded and stored once for both, the rows' slices interleaved)
+ * won that back warm (F32 119 -> 88 us, F16 84 -> 65) and lost 7-13% cold
+ * (F32 653-693 -> 738-751 us at 400 positions). Query heads that share a
+ * K/V head keep the per-head walk: a row walk for them, one K or V vector
+ * loaded for all the group's queries, ran the sums 2.5x slower (8 outputs
+ * through memory per V vector) and the scores within 10% either way. A decode step reads its cache from DRAM. In the 110M model (Q4_0, one
+ * token after 400, median of alternating runs, us of attention a step;
+ * 1 thread: 1 slot, 4 slots batched): F32 cache 1,689 -> 1,286 and
+ * 6,218 -> 5,090; F16 658 -> 540 and 2,722 -> 2,429; 16 positions F32
+ * 164 -> 144 and 691 -> 582. 2 threads (the split of forward.c), 4 slots:
+ * F32 6,817 -> 5,398 at 400 positions, 845 -> 666 at 16.
+ */
+#define PF_ROW_ROWS 16
+
+/* c (1-8) query heads (q head_dim apart) against their slices of one K row
+ * (hb bytes apart), scaled, stored at sc + i * n_kv; each line pfo bytes
+ * ahead prefetched towards L2 as its counterpart is read (none at 0) */
+static AI void row_scores(float *sc, int n_kv, const float *q, const unsigned char *row, size_t hb, int head_dim,
+                          float scale, const int c, const int f16, size_t pfo) {
+    const size_t esz = f16 ? 2 : 4;
+    __m256 a[8];
+    for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+    for (int i = 0; i < c; i++)
+        for (int j = 0; j < head_dim; j += 8) {
+            const unsigned char *r = row + (size_t)i * hb + (size_t)j * esz;
+            if (pfo && (size_t)j * esz % 64 == 0) _mm_prefetch((const char *)r + pfo, _MM_HINT_T1);
+            const __m256 kv = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)r))
+                                  : _mm256_loadu_ps((const float *)(const void *)r);
+            a[i] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + (size_t)i * head_dim + j), a[i]);
+        }
+    /* scores8's tree; past c the accumulators are zeros and their lanes unused */
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    const __m256 x = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    float s[8];
+    _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(scale), x));
+    for (int i = 0; i < c; i++) sc[(size_t)i * n_kv] = s[i];
+}
+
+/* ER_ATTENTION_SCORES_WALK's contract (attention_paths.h), group 1 */
+static AI void row_scores_walk(float *sc, const float *q, int n_kv, int t0, int t1, const unsigned char *kb, int nh,
+                               float scale, size_t row_bytes, int head_dim, const int f16) {
+    const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
+    const int full = n_kv / 8 * 8 < t1 ? n_kv / 8 * 8 : t1;
+    for (int t = t0; t < full; t++) {
+        const unsigned char *row = kb + (size_t)t * row_bytes;
+        const size_t pfo = t + PF_ROW_ROWS < t1 ? PF_ROW_ROWS * row_bytes : 0;
+        int h = 0;
+        for (; h + 8 <= nh; h += 8)
+            row_scores(sc + (size_t)h * n_kv + t, n_kv, q + (size_t)h * head_dim, row + h * hb, hb, head_dim, scale, 8,
+                       f16, pfo);
+        float *const s = sc + (size_t)h * n_kv + t;
+        const float *const qh = q + (size_t)h * head_dim;
+        const unsigned char *const rh = row + h * hb;
+        switch (nh - h) {
+        case 7: row_scores(s, n_kv, qh, rh, hb, head_dim, scale, 7, f16, pfo); break;
+        case 6: row_scores(s, n_kv, qh, rh, hb, head_dim, scale, 6, f16, pfo); break;
+        case 5: row_scores(s, n_kv, qh, rh, hb, head_dim, scale, 5, f16, pfo); break;
+        case 4: row_scores(s, n_kv, qh, rh, hb, head_dim, scale, 4, f16, pfo); break;
+        case 3: row_scores(s, n_kv, qh, rh, hb, head_dim, scale, 3, f16, pfo); break;
+        case 2: row_scores(s, n_kv, qh, rh, hb, head_dim, scale, 2, f16, pfo); break;
+        case 1: row_scores(s, n_kv, qh, rh, hb, head_dim, scale, 1, f16, pfo); break;
+        default: break;
+        }
+    }
+    for (int t = full > t0 ? full : t0; t < t1; t++)
+        for (int i = 0; i < nh; i++)
+            sc[(size_t)i * n_kv + t] =
+                scale * dot1(head_dim, kb + (size_t)i * hb + (size_t)t * row_bytes, q + (size_t)i * head_dim, f16);
+}
+
+/* ER_ATTENTION_SUMS_WALK's contract, group 1 */
+static AI void row_sums_walk(float *out, float *sc, int n_kv, const unsigned char *vb, int nh, size_t row_bytes,
+                             int head_dim, const int f16) {
+    const size_t esz = f16 ? 2 : 4, hb = (size_t)head_dim * esz;
+    for (int i = 0; i < nh; i++) er_avx2_softmax(sc + (size_t)i * n_kv, n_kv);
+    for (int i = 0; i < nh * head_dim; i++) out[i] = 0.0f;
+    for (int t = 0; t < n_kv; t++) {
+        const unsigned char *row = vb + (size_t)t * row_bytes;
+        const size_t pfo = t + PF_ROW_ROWS < n_kv ? PF_ROW_ROWS * row_bytes : 0;
+        for (int h = 0; h < nh; h++) {
+            const __m256 w = _mm256_broadcast_ss(sc + (size_t)h * n_kv + t);
+            float *const o = out + (size_t)h * head_dim;
+            for (int j = 0; j < head_dim; j += 8) {
+                const unsigned char *r = row + h * hb + (size_t)j * esz;
+                if (pfo && (size_t)j * esz % 64 == 0) _mm_prefetch((const char *)r + pfo, _MM_HINT_T1);
+                const __m256 vv = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)r))
+                                      : _mm256_loadu_ps((const float *)(const void *)r);
+                _mm256_storeu_ps(o + j, _mm256_fmadd_ps(w, vv, _mm256_loadu_ps(o + j)));
+            }
+        }
+    }
+}
+
 static AI void scores_x8(float *sc, const float *q, int n_kv, int t0, int t1, const unsigned char *kb, int nkv,
                          int group, float scale, size_t row_bytes, int head_dim, const int f16) {
+    if (group == 1) {
+        row_scores_walk(sc, q, n_kv, t0, t1, kb, nkv, scale, row_bytes, head_dim, f16);
+        return;
+    }
     ER_ATTENTION_SCORES_WALK(heads_scores, dot1, prefetch_l2);
 }
 
 static AI void sums_x8(float *out, float *sc, int n_kv, const unsigned char *vb, int nkv, int group, size_t row_bytes,
                        int head_dim, const int f16) {
+    if (group == 1) {
+        row_sums_walk(out, sc, n_kv, vb, nkv, row_bytes, head_dim, f16);
+        return;
+    }
     ER_ATTENTION_SUMS_WALK(heads_sums, er_avx2_softmax, prefetch_l2);
 }
 
