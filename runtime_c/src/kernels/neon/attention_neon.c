@@ -266,9 +266,12 @@ void er_neon_attention_multi(float *const *out, const float *const *q, const int
 
 /*
  * attention_heads: a decode step's K/V heads row by row, as attention_avx2.c
- * does (which says why: one head's column of every row is a strided walk,
- * and on the Zen 4 it was measured on, reading each block of 8 rows across
- * all the heads made attention 11-22% faster cold, 29-44% warm). Per query the
+ * does where query heads share a K/V head (which says why: one head's
+ * column of every row is a strided walk, and on the Zen 4 it was measured
+ * on, reading each block of 8 rows across all the heads made attention
+ * 11-22% faster cold, 29-44% warm). With one query head per K/V head the
+ * AVX2 table now reads whole rows in address order (row_scores_walk, 25-30%
+ * faster from DRAM, slower warm); not tried on Arm. Per query the
  * one-query kernel's arithmetic: scores8 (few4 for a group of query heads),
  * the same tail dots and softmax, each output's FMA chain carried from
  * block to block through out[]. Speed on Arm cores is unmeasured.
