@@ -195,7 +195,8 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
 /*
  * The row walk of attention_heads (kernels.h), in its two halves, each the
  * body of a table's always-inline function whose parameters it names (the
- * NEON table's, and the AVX2 table's where query heads share a K/V head: with one each it reads whole rows in address order instead,
+ * NEON table's, and the AVX2 table's where query heads share a K/V head:
+ * with one each it reads whole rows in address order instead,
  * attention_avx2.c's row_scores_walk, which says why):
  *   ER_ATTENTION_SCORES_WALK  (sc, q, n_kv, t0, t1, kb, nkv, group, scale,
  *       row_bytes, head_dim, f16): the scores of rows [t0, t1), t0 a
