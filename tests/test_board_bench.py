@@ -136,6 +136,26 @@ def test_normalized_tokens_gate_against_the_baseline():
     assert "16.7% below the floor" in bad_g["message"] and "25.0% below the baseline" in bad_g["message"]
 
 
+def test_failed_gate_names_the_host_cpu_its_baseline_came_from():
+    """Emulated vector and scalar code speed up differently from one host CPU
+    to the next, so a failure on another CPU says so; on the same CPU it
+    does not."""
+    base = {"workload": _report({})["workload"], "cpus": {"cortex-a76": {"normalized_tokens_per_s": 4.0}},
+            "measured": {"cpu_id": "AuthenticAMD family 26 model 2"}}
+    for here, named in (("AuthenticAMD family 25 model 17", True), ("AuthenticAMD family 26 model 2", False)):
+        rep = dict(_report({"cortex-a76": _result([1000.0] * 20, 3.0)}), host={"cpu_id": here})
+        g = [x for x in bb.gates(rep, LAT, base) if x["gate"] == "normalized_tokens_per_s"][0]
+        assert g["ok"] is False
+        assert ("measured on AuthenticAMD family 26 model 2, this host is " + here in g["message"]) == named
+
+
+def test_host_cpu_has_an_identity():
+    h = bb.host_cpu()
+    assert h["cpu"] and h["cpu_id"]
+    if pathlib.Path("/proc/cpuinfo").is_file():
+        assert h["cpu_id"] != "?" and ("family" in h["cpu_id"] or "part" in h["cpu_id"]), h
+
+
 def test_baseline_of_another_workload_is_not_applied():
     base = {"workload": _report({}, model_sha256="other")["workload"],
             "cpus": {"cortex-a76": {"normalized_tokens_per_s": 100.0}}}

@@ -235,6 +235,10 @@ def gates(report, board_latency, baseline):
                else f"normalized tokens/s on {cpu}: {norm:.4g} < {ratio:g} x baseline {base:.4g} = {floor:.4g} "
                     f"({(1 - norm / floor) * 100:.1f}% below the floor, {(1 - norm / base) * 100:.1f}% below "
                     f"the baseline)")
+        where, here = (baseline.get("measured") or {}), report.get("host") or {}
+        if not ok and where.get("cpu_id") != here.get("cpu_id"):
+            msg += (f"; the baseline was measured on {where.get('cpu_id', 'an unrecorded host CPU')}, this host is "
+                    f"{here.get('cpu_id', '?')}: if the code is unchanged, re-record it with --update-baseline")
         out.append({"gate": "normalized_tokens_per_s", "cpu": cpu, "ok": ok, "value": norm, "limit": floor,
                     "message": msg})
     return out
@@ -320,6 +324,30 @@ def bench_cpu(run, cli, calibrate, model, ids, n_predict, threads, repeat, workd
     return summarize(timings, stats, cals, clock=clock)
 
 
+def host_cpu():
+    """The host CPU's name and identity (x86: vendor, family, model; Arm:
+    implementer and part). A VM's model name can be just "AMD EPYC" for
+    different generations, and how fast qemu runs vector code against the
+    scalar calibration differs between them, so a gate failure says on which
+    CPU its baseline was measured."""
+    fields = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            k, _, v = line.partition(":")
+            fields.setdefault(k.strip(), v.strip())
+            if not line.strip():
+                break
+    except OSError:
+        pass
+    if "vendor_id" in fields:
+        ident = f"{fields['vendor_id']} family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+    elif "CPU implementer" in fields:
+        ident = f"implementer {fields['CPU implementer']} part {fields.get('CPU part', '?')}"
+    else:
+        ident = "?"
+    return {"cpu": fields.get("model name", "?"), "cpu_id": ident}
+
+
 def host_info(qemu_binary):
     qv = "native (no emulator)"
     if qemu_binary:
@@ -327,15 +355,7 @@ def host_info(qemu_binary):
             qv = subprocess.run([qemu_binary, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
         except (OSError, IndexError):
             qv = "?"
-    cpu = "?"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"machine": platform.machine(), "cpu": cpu, "cores": os.cpu_count(), "qemu": qv,
+    return {"machine": platform.machine(), **host_cpu(), "cores": os.cpu_count(), "qemu": qv,
             "python": platform.python_version(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
