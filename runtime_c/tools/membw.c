@@ -18,10 +18,10 @@
  */
 #include <pthread.h>
 #include <stdint.h>
-#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 typedef struct slice {
