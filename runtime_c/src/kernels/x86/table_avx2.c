@@ -19,17 +19,14 @@
 #include "avx2.h"
 #include "../generic/generic.h"
 
-/* p: the repacked integer matmuls' prefix; q4k_rows, q4k_repack, q4k: Q4_K's
- * rows per record, repacking and repacked matmul (q5k_*: Q5_K's);
- * q40_rows, q40: Q4_0's rows per layout record and its repacked matmul;
- * q6: Q6_K's rows per record, repacking and repacked matmul (8 for avx2,
- * 16 for avx512vnni: x86/repack_q6_k_x16_avx512.c); q80_*: Q8_0's;
- * q32_rows, q32x: the rows per record of Q5_0, IQ4_NL, Q4_1 and Q5_1 and
- * their repacked matmuls' name suffix (x8: x86/repack_q32_avx2.c, x16:
- * x86/repack_q32_x16_avx512.c), whose repacking is p's, as Q2_K's is
- * (p##_repack_q2_k) */
-#define AVX2_TABLE(tname, p, q4k_rows, q4k_repack, q4k, q5k_rows, q5k_repack, q5k, q40_rows, q40, q6_rows, q6_repack, \
-                   q6, q80_rows, q80_repack, q80, q32_rows, q32x)                                                     \
+/* p: the prefix of the functions that differ between the tables (er_avx2,
+ * er_avx512vnni); rows: the rows per record of the layouts that the
+ * avx512vnni table widens to 512-bit vectors (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
+ * Q5_0, IQ4_NL, Q4_1 and Q5_1: 8 for avx2, 16 for avx512vnni), and x their
+ * repacked matmuls' name suffix (x8, x16). Q3_K, Q2_K and IQ4_XS have 16
+ * rows in both; Q2_K's repacking is p's (its codes regrouped for
+ * VPDPWSSD), Q3_K's and IQ4_XS's the same function in both. */
+#define AVX2_TABLE(tname, p, rows, x)                                                                                 \
     {                                                                                                                 \
         .name = tname,                                                                                                \
         .act_kind = ER_ACT_KINDS,                                                                                     \
@@ -102,34 +99,25 @@
         .f32_to_f16 = er_avx2_f32_to_f16,                                                                             \
         .f16_to_f32 = er_avx2_f16_to_f32,                                                                             \
         /* 8- and 16-row interleaved layouts: kernels/x86/repack_*.c say why each pays */                             \
-        .repack_rows = {[ER_W_Q8_0] = q80_rows, [ER_W_Q4_0] = q40_rows, [ER_W_Q4_K] = q4k_rows,                       \
-                        [ER_W_Q5_K] = q5k_rows, [ER_W_Q6_K] = q6_rows,                                                \
-                        [ER_W_Q5_0] = q32_rows, [ER_W_IQ4_NL] = q32_rows, [ER_W_Q4_1] = q32_rows,                     \
-                        [ER_W_Q5_1] = q32_rows, [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},              \
-        .repack = {[ER_W_Q8_0] = q80_repack, [ER_W_Q4_0] = p##_repack_q4_0,                                           \
-                   [ER_W_Q4_K] = q4k_repack, [ER_W_Q5_K] = q5k_repack,                                                \
-                   [ER_W_Q6_K] = q6_repack, [ER_W_Q5_0] = p##_repack_q5_0,                                            \
+        .repack_rows = {[ER_W_Q8_0] = rows, [ER_W_Q4_0] = rows, [ER_W_Q4_K] = rows, [ER_W_Q5_K] = rows,               \
+                        [ER_W_Q6_K] = rows, [ER_W_Q5_0] = rows, [ER_W_IQ4_NL] = rows, [ER_W_Q4_1] = rows,             \
+                        [ER_W_Q5_1] = rows, [ER_W_Q3_K] = 16, [ER_W_Q2_K] = 16, [ER_W_IQ4_XS] = 16},                  \
+        .repack = {[ER_W_Q8_0] = p##_repack_q8_0, [ER_W_Q4_0] = p##_repack_q4_0,                                      \
+                   [ER_W_Q4_K] = p##_repack_q4_k, [ER_W_Q5_K] = p##_repack_q5_k,                                      \
+                   [ER_W_Q6_K] = p##_repack_q6_k, [ER_W_Q5_0] = p##_repack_q5_0,                                      \
                    [ER_W_IQ4_NL] = p##_repack_iq4_nl, [ER_W_Q4_1] = p##_repack_q4_1,                                  \
                    [ER_W_Q5_1] = p##_repack_q5_1, [ER_W_Q3_K] = er_avx2_repack_q3_k,                                  \
                    [ER_W_Q2_K] = p##_repack_q2_k, [ER_W_IQ4_XS] = er_avx2_repack_iq4_xs},                             \
-        .matmul_repacked = {[ER_W_Q8_0] = q80, [ER_W_Q4_0] = q40,                                                     \
-                            [ER_W_Q4_K] = q4k, [ER_W_Q5_K] = q5k,                                                     \
-                            [ER_W_Q6_K] = q6, [ER_W_Q5_0] = p##_matmul_q5_0##q32x,                                    \
-                            [ER_W_IQ4_NL] = p##_matmul_iq4_nl##q32x, [ER_W_Q4_1] = p##_matmul_q4_1##q32x,             \
-                            [ER_W_Q5_1] = p##_matmul_q5_1##q32x, [ER_W_Q3_K] = p##_matmul_q3_kx16,                    \
+        .matmul_repacked = {[ER_W_Q8_0] = p##_matmul_q8_0##x, [ER_W_Q4_0] = p##_matmul_q4_0##x,                       \
+                            [ER_W_Q4_K] = p##_matmul_q4_k##x, [ER_W_Q5_K] = p##_matmul_q5_k##x,                       \
+                            [ER_W_Q6_K] = p##_matmul_q6_k##x, [ER_W_Q5_0] = p##_matmul_q5_0##x,                       \
+                            [ER_W_IQ4_NL] = p##_matmul_iq4_nl##x, [ER_W_Q4_1] = p##_matmul_q4_1##x,                   \
+                            [ER_W_Q5_1] = p##_matmul_q5_1##x, [ER_W_Q3_K] = p##_matmul_q3_kx16,                       \
                             [ER_W_Q2_K] = p##_matmul_q2_kx16, [ER_W_IQ4_XS] = p##_matmul_iq4_xsx16},                  \
     }
 
-static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, 8, er_avx2_repack_q4_k, er_avx2_matmul_q4_kx8, 8,
-                                             er_avx2_repack_q5_k, er_avx2_matmul_q5_kx8, 8, er_avx2_matmul_q4_0x8, 8,
-                                             er_avx2_repack_q6_k, er_avx2_matmul_q6_kx8, 8, er_avx2_repack_q8_0,
-                                             er_avx2_matmul_q8_0x8, 8, x8);
-static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, 16, er_avx512vnni_repack_q4_k,
-                                                    er_avx512vnni_matmul_q4_kx16, 16,
-                                                    er_avx512vnni_repack_q5_k, er_avx512vnni_matmul_q5_kx16, 16,
-                                                    er_avx512vnni_matmul_q4_0x16, 16, er_avx512vnni_repack_q6_k,
-                                                    er_avx512vnni_matmul_q6_kx16, 16, er_avx512vnni_repack_q8_0,
-                                                    er_avx512vnni_matmul_q8_0x16, 16, x16);
+static const er_kernels k_avx2 = AVX2_TABLE("avx2", er_avx2, 8, x8);
+static const er_kernels k_avx512vnni = AVX2_TABLE("avx512vnni", er_avx512vnni, 16, x16);
 
 const er_kernels *er_kernels_avx2(void) { return &k_avx2; }
 const er_kernels *er_kernels_avx512vnni(void) { return &k_avx512vnni; }
