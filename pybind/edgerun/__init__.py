@@ -1,4 +1,5 @@
-"""edgerun — run GGUF Llama-family models from one static arena.
+"""edgerun — run GGUF language models (Llama, Qwen, Gemma 3, Phi-3, SmolLM3,
+LFM2) from one static arena.
 
     import edgerun
     with edgerun.Model() as m:                  # the embedded default model

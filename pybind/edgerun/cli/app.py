@@ -34,7 +34,7 @@ commands:
   run       generate text (or ids) from a prompt, streamed as it comes
   chat      talk to a model in the terminal (its chat template, multi-turn, streamed)
   info      hyper-parameters, tensor types, arena plan, ISA of a model
-  convert   Hugging Face folder -> GGUF (f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)
+  convert   Hugging Face folder -> GGUF, float or llama.cpp's quantized mixes (--type; see convert --help)
   tokenize  text -> token ids with a model's tokenizer
   bench     prefill/decode speed, TTFT, memory
   bench-tokenizer  tokenizer MB/s beside HF tokenizers and tiktoken
@@ -68,7 +68,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser():
-    p = ArgumentParser(prog="edgerun", description="Run GGUF Llama-family models from one static arena.",
+    p = ArgumentParser(prog="edgerun", description="Run GGUF language models (Llama, Qwen, Gemma 3, Phi-3, SmolLM3, LFM2) from one static arena.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"edgerun {__version__}")
     sub = p.add_subparsers(dest="command", metavar="<command>")
