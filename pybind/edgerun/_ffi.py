@@ -33,7 +33,11 @@ _REPO = _HERE.parent.parent
 
 def _find(env, name, candidates):
     if os.environ.get(env):
-        return pathlib.Path(os.environ[env])
+        path = pathlib.Path(os.environ[env])
+        if not path.is_file():
+            raise errors.FileAccessError(f"${env} is {path}, which is not a file; point it at the {name} of a "
+                                         f"build, or unset it to use the installed one", -2)
+        return path
     for c in candidates:
         if c.exists():
             return c

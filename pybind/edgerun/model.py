@@ -95,8 +95,10 @@ def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=N
     for name, v, top in (("n_ctx", n_ctx, 2**31 - 1), ("n_threads", n_threads, 2**31 - 1),
                          ("n_batch", n_batch, 2**31 - 1), ("n_sessions", n_sessions, 2**31 - 1),
                          ("trace_events", trace_events, MAX_TRACE_EVENTS), ("ctx_keep", ctx_keep, 2**31 - 1)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0 or v > top:
-            raise errors.InvalidArgumentError(f"{name} must be an integer in [0, {top}], got {v!r}", -1)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+            raise errors.InvalidArgumentError(f"{name} must be an integer >= 0, got {v!r}", -1)
+        if v > top:
+            raise errors.InvalidArgumentError(f"{name} {v} is out of range [0, {top}]", -1)
         setattr(opts, name, int(v))
     if kv_type not in _KV_TYPES:
         raise errors.InvalidArgumentError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}", -1)
@@ -308,7 +310,8 @@ class Model:
     def _encode(self, text, add_special):
         if self._vocab is None:
             raise errors.UnsupportedError(
-                f"{self.path.name} has no tokenizer; pass a list of token ids instead of text", -4)
+                f"{self.path.name} has no tokenizer; pass a list of token ids instead of text "
+                "(`edgerun run --ids`)", -4)
         return self.tokenizer.encode(text, add_special=add_special)
 
     def session(self):

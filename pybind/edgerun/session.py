@@ -176,7 +176,8 @@ class Session:
         if len(ids) > self.n_ctx - pos and self._model.ctx_strategy == "fail":
             raise errors.ContextFullError(
                 f"the prompt has {len(ids)} tokens but the session has room for {self.n_ctx - pos} "
-                f"(pos {pos} of n_ctx {self.n_ctx}); reset() it or open the model with a larger n_ctx", -7)
+                f"(pos {pos} of n_ctx {self.n_ctx}); reset() it or open the model with a larger n_ctx "
+                f"(--ctx on the command line)", -7)
         params = sampling(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n)
         if seed is not None:
             self.seed(seed)

@@ -113,7 +113,7 @@ static const er_family *find_family(er_str arch) {
 
 int er_family_check(er_str arch) {
     if (!find_family(arch))
-        return er_fail(ER_EUNSUPPORTED, "architecture '%.*s' is not supported (this runtime runs %s)",
+        return er_fail(ER_EUNSUPPORTED, "architecture '%.*s' is not supported; this runtime runs %s",
                        (int)(arch.len > 40 ? 40 : arch.len), arch.ptr, er_family_list());
     return ER_OK;
 }

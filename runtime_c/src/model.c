@@ -405,7 +405,8 @@ int er_model_open(const char *path, const er_options *opts, er_model **out) {
         goto fail;
     if (o.vocab_only) {
         if (!m->vocab) {
-            rc = er_fail(ER_ECORRUPT, "file has no tokenizer (tokenizer.ggml.model is missing)");
+            rc = er_fail(ER_ECORRUPT, "file has no tokenizer (tokenizer.ggml.model is missing); its model takes token "
+                                         "ids only, or convert it again with its tokenizer.json or tokenizer.model");
             goto fail;
         }
     } else {

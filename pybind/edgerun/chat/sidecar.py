@@ -63,7 +63,8 @@ def write_atomic(path, data):
 
 def parse(raw, side):
     def bad(why):
-        return errors.CorruptModelError(f"{side}: not an edgerun chat conversation file ({why})", -3)
+        return errors.CorruptModelError(f"{side}: not an edgerun chat conversation file ({why}); "
+                                        "load one that /save (ChatSession.save) wrote", -3)
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:

@@ -9,6 +9,7 @@ tool nothing they can act on. EDGERUN_DEBUG=1 brings the traceback back.
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from .. import __version__, errors
@@ -29,6 +30,14 @@ _HINTS = {
     errors.InvalidArgumentError: "see `edgerun <command> --help`",
 }
 
+# The library's parameter names as the command line spells them: an
+# InvalidArgumentError from Model/generate names the parameter it checked,
+# and the user typed a flag.
+_FLAGS = {"n_ctx": "--ctx", "n_threads": "--threads", "n_batch": "--batch", "ctx_keep": "--keep",
+          "kv_type": "--kv-type", "ctx_strategy": "--ctx-strategy", "max_tokens": "--max-tokens",
+          "temperature": "--temp", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p",
+          "repeat_penalty": "--repeat-penalty", "repeat_last_n": "--repeat-last-n"}
+
 EPILOG = """\
 commands:
   run       generate text (or ids) from a prompt, streamed as it comes
@@ -47,6 +56,7 @@ commands:
   serve     OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions) with parallel slots
   keygen    signing key + certificate for update bundles
   package   signed SWUpdate bundle (runtime, Python package, model, config) for a board
+  release   build, test, bench, package and publish a board's release in one go
   flash     A/B install a bundle onto a device folder or ssh:// target, with health check
   rollback  switch a device back to its other slot
 
@@ -77,15 +87,24 @@ def build_parser():
     return p
 
 
-def error_line(exc):
-    """The one line the user sees for an exception."""
+def error_line(exc, command=None, flags=()):
+    """The one line the user sees for an exception; command names the verb
+    whose --help the hints point to, flags are its option strings."""
     msg = str(exc).strip().replace("\n", " ") or type(exc).__name__
+    # the C library names its function first (er_session_save: ...), which
+    # tells an API caller where; a command line user ran no such function
+    msg = re.sub(r"^er_[a-z0-9_]+: ", "", msg)
+    if isinstance(exc, errors.InvalidArgumentError):
+        name, _, rest = msg.partition(" ")
+        if _FLAGS.get(name) in flags:
+            msg = f"{_FLAGS[name]} {rest}"
     if isinstance(exc, errors.EdgerunError):
         if ";" not in msg:
             for cls, hint in _HINTS.items():
                 if isinstance(exc, cls):
                     msg = f"{msg}; {hint}"
                     break
+        msg = msg.replace("edgerun <command>", f"edgerun {command}" if command else "edgerun")
     elif isinstance(exc, FileNotFoundError):
         name = exc.filename or ""
         msg = f"{name}: no such file or directory; check the path" if name else msg
@@ -96,9 +115,25 @@ def error_line(exc):
     return f"edgerun: error: {msg}"
 
 
+def _subparser(parser, command):
+    for action in parser._actions:  # argparse keeps its subparsers nowhere public
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return None
+
+
+def _option_strings(parser, command):
+    sub = _subparser(parser, command)
+    return {o for a in sub._actions for o in a.option_strings} if sub else set()
+
+
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse reports these from the top parser, whose --help does not list them
+        sub = _subparser(parser, getattr(args, "command", None)) or parser
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -117,7 +152,7 @@ def main(argv=None):
     except (errors.EdgerunError, OSError, ValueError) as e:
         if os.environ.get("EDGERUN_DEBUG"):
             raise
-        print(error_line(e), file=sys.stderr)
+        print(error_line(e, args.command, _option_strings(parser, args.command)), file=sys.stderr)
         return 1
 
 

@@ -73,9 +73,11 @@ def register(sub):
                    help="decode steps (default 128; 48 with --board)")
     p.add_argument("--batch", type=int, default=64, metavar="N", help="prefill chunk for both engines (default 64)")
     p.add_argument("--ctx", type=int, default=0, metavar="N",
-                   help="context length (default: edgerun's default for the model; the peer gets the same)")
+                   help="context length (default: edgerun's default for the model; the peer is asked for the same, "
+                        "which llama.cpp rounds up to a multiple of 256)")
     p.add_argument("--repeat", type=int, default=None, metavar="N",
-                   help="runs per engine; best is reported (default 1; with --board: 5, per-step median)")
+                   help="runs per engine; the median is reported, the spread beside it (default 1; with --board: 5, "
+                        "per-step median)")
     p.add_argument("--no-peer", action="store_true", help="skip llama.cpp")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
@@ -144,10 +146,11 @@ def main(args):
     args.prompt_tokens = args.prompt_tokens or 64
     args.gen_tokens = args.gen_tokens or 128
     args.repeat = args.repeat or 1
-    model = args.model_pos
-    if model is None:
-        from ..model import default_model_path
-        model = default_model_path()
+    from ..model import default_model_path, plan
+    model = args.model_pos if args.model_pos is not None else default_model_path()
+    # A file edgerun cannot open is one error line here, not a table of
+    # failed rows after the workers have each tried it.
+    plan(model, n_ctx=args.ctx, n_batch=args.batch)
     report = bench.run(model, threads=threads, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
                        batch=args.batch, ctx=args.ctx, repeat=args.repeat, peer=not args.no_peer)
     _emit(args, report, lambda: bench.format_table(report), lambda: _table(bench, report))

@@ -17,7 +17,7 @@ examples:
 def register(sub):
     p = sub.add_parser("boards", help="list the target boards, or explain one",
                        description=__doc__, epilog=EPILOG, formatter_class=formatter())
-    p.add_argument("action", nargs="?", choices=("list", "show", "check"), default="list",
+    p.add_argument("action", nargs="?", choices=("list", "show", "check"), default="list", metavar="ACTION",
                    help="list (default), show NAME, or check FILE")
     p.add_argument("name", nargs="?", help="board name (show) or YAML path (check)")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -4,7 +4,7 @@ import pathlib
 import signal
 import sys
 
-from .options import add_model_options, formatter, human_bytes, model_kwargs
+from .options import add_model_options, formatter, human_bytes, model_kwargs, note_context_past_training
 
 HELP = """\
   /reset        forget the conversation (the system prompt stays)
@@ -220,6 +220,7 @@ def main(args):
     if args.max_tokens < 0:
         raise ValueError(f"--max-tokens must be >= 0, got {args.max_tokens}")
     with Model(args.model, **model_kwargs(args)) as m:
+        note_context_past_training(m)
         with ChatSession(m, system=args.system, chat_template=template, variables=variables) as chat:
             if args.seed is not None:
                 chat._session.seed(args.seed)

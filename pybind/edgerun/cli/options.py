@@ -5,6 +5,7 @@ the same thing everywhere.
 """
 import argparse
 import os
+import sys
 
 
 def human_bytes(n):
@@ -22,14 +23,27 @@ def default_threads():
     return max(1, min(4, os.cpu_count() or 1))
 
 
+def at_least_one(text):
+    """argparse type of a count that has no "0 = default" meaning (--threads: the
+    library would quietly take 0 as 1)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
 def add_model_options(p, isa_flag="--isa"):
     """--ctx/--threads/--batch/--kv-type/--isa, as er_options takes them."""
     g = p.add_argument_group("model options")
     g.add_argument("--ctx", type=int, default=0, metavar="N",
-                   help="context length (default: the model's, at most 2048)")
-    g.add_argument("--threads", "-t", type=int, default=default_threads(), metavar="N",
-                   help="worker threads (default: %(default)s)")
-    g.add_argument("--batch", type=int, default=0, metavar="N", help="prefill chunk in tokens (default 64)")
+                   help="context length, at most 1048576 (default 0: the model's, at most 2048)")
+    g.add_argument("--threads", "-t", type=at_least_one, default=default_threads(), metavar="N",
+                   help="worker threads, 1 to 512 (default: %(default)s)")
+    g.add_argument("--batch", type=int, default=0, metavar="N",
+                   help="prefill chunk in tokens, at most 65536 (default 0: 64)")
     g.add_argument("--kv-type", choices=("f32", "f16"), default="f32",
                    help="KV cache element type (default f32). f16 halves the cache's bytes, and with them what "
                         "each decode step reads: 110M Q4_0 at 1,600 positions on 1 thread took 4.5 instead of "
@@ -40,8 +54,9 @@ def add_model_options(p, isa_flag="--isa"):
                    help="pin the worker threads and this process to CPUs: a list such as 4-7 or 0,2, "
                         "or a board's cluster such as rk3588:big")
     g.add_argument("--ctx-strategy", choices=("fail", "slide", "slide_prefill"), default="fail",
-                   help="a full context fails (default), or slides: keeps the first --keep tokens and the most "
-                        "recent half of the rest, the cache rotated in place (slide) or prefilled again "
+                   help="what a full context does: fail (default: a prompt that does not fit is an error, "
+                        "generation stops at the last position), or slide: keep the first --keep tokens and the "
+                        "most recent half of the rest, the cache rotated in place (slide) or prefilled again "
                         "(slide_prefill, exact)")
     g.add_argument("--keep", type=int, default=0, metavar="N",
                    help="tokens a sliding context always keeps at the start (default 0)")
@@ -90,6 +105,16 @@ def model_kwargs(args):
     if getattr(args, "device", "cpu") != "cpu":
         kw["device"] = args.device
     return kw
+
+
+def note_context_past_training(m):
+    """A note on stderr when --ctx reaches past the positions the model was
+    trained on: it runs, and the text past them degrades, which looks like a
+    runtime bug unless someone says why (llama.cpp warns here too)."""
+    train = m.hparams.get("n_ctx_train") or 0
+    if train and m.n_ctx > train:
+        print(f"edgerun: note: --ctx {m.n_ctx} is past the {train} positions {m.path.name} was trained on; "
+              "text past them may degrade", file=sys.stderr)
 
 
 def formatter():

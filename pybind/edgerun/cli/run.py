@@ -1,8 +1,9 @@
 """`edgerun run [MODEL] PROMPT`: generate, streaming text to stdout as it comes."""
 import json
+import os
 import sys
 
-from .options import add_model_options, formatter, human_bytes, model_kwargs
+from .options import add_model_options, formatter, human_bytes, model_kwargs, note_context_past_training
 
 EPILOG = """\
 examples:
@@ -13,8 +14,10 @@ examples:
   edgerun run model.gguf "Hello" --json                 # one JSON object with text and stats
   edgerun run model.gguf "Hello" --stats                # timing summary on stderr
 
+  echo "Once upon a time" | edgerun run model.gguf -    # '-' reads the prompt from stdin
+
 Generation stops at -n tokens, at the model's end-of-generation token, at a
---stop string, or when the context (--ctx) is full.
+--stop string, or when the context (--ctx) is full (a note on stderr says so).
 """
 
 
@@ -22,7 +25,7 @@ def register(sub):
     p = sub.add_parser("run", help="generate from a prompt", description=__doc__, epilog=EPILOG,
                        formatter_class=formatter())
     p.add_argument("args", nargs="+", metavar="[MODEL] PROMPT",
-                   help="GGUF file (default: the embedded model) and the prompt")
+                   help="GGUF file (default: the embedded model) and the prompt ('-' reads stdin, less its final newline)")
     p.add_argument("-n", "--max-tokens", type=int, default=64, metavar="N", help="tokens to generate (default 64)")
     g = p.add_argument_group("sampling (default: greedy)")
     g.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy")
@@ -43,12 +46,27 @@ def register(sub):
     p.set_defaults(func=main)
 
 
-def _split(args):
-    if len(args.args) == 1:
-        return None, args.args[0]
-    if len(args.args) == 2:
-        return args.args[0], args.args[1]
-    raise ValueError(f"expected [MODEL] PROMPT, got {len(args.args)} arguments; quote the prompt")
+def split_model_prompt(words, verb, what="PROMPT", strip_newline=True):
+    """[MODEL] TEXT -> (model path or None for the embedded model, text); '-'
+    reads the text from stdin, less the one final newline `echo` adds unless
+    strip_newline is off. One word that names a GGUF file is a model whose
+    text is missing: taken as the prompt, it would quietly run the embedded
+    model instead of the one asked for."""
+    if len(words) == 1:
+        word = words[0]
+        if word.endswith(".gguf") or (word != "-" and os.path.isfile(word)):
+            raise ValueError(f"{word} looks like a model file but no {what} follows; "
+                             f"run `edgerun {verb} MODEL {what}`")
+        path, text = None, word
+    elif len(words) == 2:
+        path, text = words
+    else:
+        raise ValueError(f"expected [MODEL] {what}, got {len(words)} arguments; quote the {what.lower()}")
+    if text == "-":
+        text = sys.stdin.read()
+        if strip_newline and text.endswith("\n"):
+            text = text[:-1]
+    return path, text
 
 
 def stats_line(st):
@@ -64,7 +82,7 @@ def main(args):
     if getattr(args, "config", None):
         from ..ota.device_config import apply_to_run_args
         cfg = apply_to_run_args(args.config, args)
-    path, prompt = _split(args)
+    path, prompt = split_model_prompt(args.args, "run")
     if args.ids:
         try:
             prompt = [int(x) for x in prompt.split()]
@@ -83,6 +101,7 @@ def main(args):
     else:
         opened = Model(path, **model_kwargs(args))
     with opened as m:
+        note_context_past_training(m)
         if args.json:
             out = m.generate(prompt, **gen_kw)
             st = m.stats()
@@ -100,4 +119,7 @@ def main(args):
             st = m.stats()
         if args.stats:
             print(stats_line(st), file=sys.stderr)
+        elif st.get("stopped") == "context":
+            print(f"edgerun: note: stopped after {st['n_generated']} tokens: the context of {m.n_ctx} is full; "
+                  "raise --ctx, or --ctx-strategy slide to keep going", file=sys.stderr)
     return 0

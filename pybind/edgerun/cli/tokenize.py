@@ -1,4 +1,4 @@
-"""`edgerun tokenize MODEL TEXT`: the token ids and pieces a model's tokenizer gives for a text."""
+"""`edgerun tokenize [MODEL] TEXT`: the token ids and pieces a model's tokenizer gives for a text."""
 import json
 import sys
 
@@ -6,6 +6,7 @@ from .options import formatter
 
 EPILOG = """\
 examples:
+  edgerun tokenize "0012+0034="                         # the embedded model's tokenizer
   edgerun tokenize model.gguf "Hello world"             # index, id, piece per token
   edgerun tokenize model.gguf "Hello" --no-special      # without BOS/EOS
   edgerun tokenize model.gguf "<|im_start|>user" --parse-special
@@ -19,8 +20,8 @@ Only the vocabulary is loaded (no weights), so this is fast on any model size.
 def register(sub):
     p = sub.add_parser("tokenize", help="text -> token ids with a model's tokenizer", description=__doc__,
                        epilog=EPILOG, formatter_class=formatter())
-    p.add_argument("model", help="GGUF file with a tokenizer")
-    p.add_argument("text", help="text to tokenize ('-' reads stdin)")
+    p.add_argument("args", nargs="+", metavar="[MODEL] TEXT",
+                   help="GGUF file with a tokenizer (default: the embedded model) and the text ('-' reads stdin)")
     p.add_argument("--no-special", dest="add_special", action="store_false",
                    help="do not add BOS/EOS (default: as the file says)")
     p.add_argument("--parse-special", action="store_true",
@@ -30,9 +31,11 @@ def register(sub):
 
 
 def main(args):
+    from ..model import default_model_path
     from ..tokenizer import Tokenizer
-    text = sys.stdin.read() if args.text == "-" else args.text
-    with Tokenizer.from_file(args.model) as tok:
+    from .run import split_model_prompt
+    path, text = split_model_prompt(args.args, "tokenize", "TEXT", strip_newline=False)
+    with Tokenizer.from_file(path or default_model_path()) as tok:
         ids = tok.encode(text, add_special=args.add_special, parse_special=args.parse_special)
         pieces = [tok.piece(i) for i in ids]
         if args.json:

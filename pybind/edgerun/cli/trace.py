@@ -38,8 +38,8 @@ def register(sub):
 
 def main(args):
     from ..bench.trace import record
-    from .run import _split
-    path, prompt = _split(args)
+    from .run import split_model_prompt
+    path, prompt = split_model_prompt(args.args, "trace")
     if args.max_tokens < 0:
         raise ValueError(f"-n must be >= 0, got {args.max_tokens}")
     r = record(path, prompt, args.output, args.max_tokens, **model_kwargs(args))
