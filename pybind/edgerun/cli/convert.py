@@ -1,4 +1,6 @@
 """`edgerun convert HF_DIR OUT.gguf`: a Hugging Face folder to a GGUF file."""
+import pathlib
+
 from .options import formatter, human_bytes
 
 EPILOG = """\
@@ -54,6 +56,13 @@ def register(sub):
 
 def main(args):
     from ..convert import convert
+    folder = pathlib.Path(args.out).parent
+    if not folder.is_dir():
+        # convert() would make it; on the command line a missing folder is more
+        # often a typo in the path, better caught than silently created.
+        if folder.exists():
+            raise ValueError(f"{args.out}: {folder} is not a folder; pass a path in a folder")
+        raise ValueError(f"{args.out}: folder {folder} does not exist; create it first")
     s = convert(args.hf_dir, args.out, args.type, name=args.name)
     types = ", ".join(f"{t} {n}" for t, n in sorted(s["types"].items()))
     print(f"edgerun: wrote {s['path']}: {s['arch']}, {s['n_tensors']} tensors ({types}), "

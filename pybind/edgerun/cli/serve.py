@@ -32,7 +32,7 @@ def register(sub):
     p.add_argument("model", nargs="?", default=None, metavar="MODEL",
                    help="GGUF file (default: the embedded model)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: a free one, which the first line printed gives)")
     p.add_argument("--parallel", "-np", type=int, default=1, metavar="N",
                    help="slots: requests generating at once, each with its own KV cache (default 1)")
     p.add_argument("--queue", type=int, default=16, metavar="N",
@@ -61,6 +61,7 @@ def register(sub):
 def main(args):
     from ..model import Model
     from ..serve import Server
+    from ..serve.server import listen
     if not 0 < args.prefill_share <= 100:
         raise ValueError(f"--prefill-share must be in (0, 100], got {args.prefill_share}")
     for name in ("parallel", "port", "queue", "prefill_chunk", "max_body"):
@@ -69,21 +70,31 @@ def main(args):
         if v < lo or (name == "port" and v > 65535):
             raise ValueError(f"--{name.replace('_', '-')} must be {'in [0, 65535]' if name == 'port' else f'>= {lo}'}, "
                              f"got {v}")
+    if args.config is not None and args.model is not None:
+        raise ValueError("with --config the model is the one edgerun.yaml names (model.path); drop MODEL")
     template = None
     if args.chat_template is not None:
         template = pathlib.Path(args.chat_template).read_text(encoding="utf-8")
-    if args.config is not None:
-        if args.model is not None:
-            raise ValueError("with --config the model is the one edgerun.yaml names (model.path); drop MODEL")
-        from ..serve.device import open_model
-        opened, _cfg = open_model(args.config, args.parallel)
-    else:
-        opened = Model(args.model, n_sessions=args.parallel, **model_kwargs(args))
-    with opened as m:
-        server = Server(m, parallel=args.parallel, queue_size=args.queue, prefill_chunk=args.prefill_chunk,
-                        prefill_share=args.prefill_share,
-                        model_id=args.model_id, chat_template=template, max_body=args.max_body)
-        print(f"edgerun serve: {m.path.name} as {server.app.state.service.model_id!r}, {args.parallel} slot(s) "
-              f"of {m.n_ctx} tokens, on http://{args.host}:{args.port}/v1", flush=True)
-        server.run(host=args.host, port=args.port, log_level=args.log_level)
+    # Bound before the model loads: a busy port fails at once rather than
+    # after seconds of loading, and the banner can give the port that --port 0
+    # got. Nothing accepts until the server runs; a client meanwhile is refused.
+    sockets = listen(args.host, args.port)
+    try:
+        if args.config is not None:
+            from ..serve.device import open_model
+            opened, _cfg = open_model(args.config, args.parallel)
+        else:
+            opened = Model(args.model, n_sessions=args.parallel, **model_kwargs(args))
+        with opened as m:
+            server = Server(m, parallel=args.parallel, queue_size=args.queue, prefill_chunk=args.prefill_chunk,
+                            prefill_share=args.prefill_share,
+                            model_id=args.model_id, chat_template=template, max_body=args.max_body)
+            port = sockets[0].getsockname()[1]
+            host = f"[{args.host}]" if ":" in args.host else args.host
+            print(f"edgerun serve: {m.path.name} as {server.app.state.service.model_id!r}, {args.parallel} slot(s) "
+                  f"of {m.n_ctx} tokens, on http://{host}:{port}/v1", flush=True)
+            server.run(host=args.host, port=port, log_level=args.log_level, sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
     return 0

@@ -11,6 +11,7 @@ Weights are read straight from the safetensors files with numpy memory maps
 so converting needs about one tensor's worth of memory beyond the output.
 """
 import json
+import math
 import os
 import pathlib
 import struct
@@ -64,9 +65,41 @@ class _SafetensorsFile:
                 self.header = json.loads(f.read(n))
             except ValueError as e:
                 raise ConvertError(f"{self.path}: bad safetensors header ({e}); re-download it") from None
+        if not isinstance(self.header, dict):
+            raise ConvertError(f"{self.path}: bad safetensors header (JSON {type(self.header).__name__}, "
+                               "not an object); re-download it")
         self.data_start = 8 + n
         self.header.pop("__metadata__", None)
+        self._check(size - self.data_start)
         self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if size > self.data_start else None
+
+    def _check(self, n_data):
+        """Every tensor's bytes inside the file and as many as dtype x shape
+        take: checked at open, because a truncated download otherwise shows
+        up tensors later as a numpy reshape error that names neither."""
+        def bad(name, what):
+            return ConvertError(f"{self.path}: tensor {name!r} {what}; the file is truncated or damaged, "
+                                "re-download it")
+
+        def ints(v, n=None):
+            return isinstance(v, list) and (n is None or len(v) == n) and \
+                all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)
+
+        for name, info in self.header.items():
+            if not (isinstance(info, dict) and isinstance(info.get("dtype"), str) and ints(info.get("shape"))
+                    and ints(info.get("data_offsets"), 2)):
+                raise bad(name, "has no valid dtype, shape and data_offsets in the header")
+        # By offset, so that a cut file names the first tensor the cut reaches.
+        for name, info in sorted(self.header.items(), key=lambda kv: kv[1]["data_offsets"]):
+            begin, end = info["data_offsets"]
+            if begin > end or end > n_data:
+                raise bad(name, f"needs bytes {begin}..{end} but the file has {n_data} after its header")
+            dtype = _ST_DTYPES.get(info["dtype"])
+            if dtype is not None:   # others are refused by load(), if the model needs them at all
+                need = math.prod(info["shape"]) * np.dtype(dtype).itemsize
+                if end - begin != need:
+                    raise bad(name, f"is {info['dtype']} {info['shape']} ({need} bytes) but its data_offsets "
+                                    f"{begin}..{end} hold {end - begin}")
 
     def names(self):
         return list(self.header)

@@ -1,6 +1,9 @@
 """uvicorn around the app: Server(model, ...).run(host, port) serves until
 SIGINT/SIGTERM; start_in_thread() serves from a background thread (tests,
-embedding in another program) and stop() ends it."""
+embedding in another program) and stop() ends it. listen() binds the
+sockets either serves from."""
+import errno
+import socket
 import threading
 import time
 
@@ -18,6 +21,62 @@ def _uvicorn():
             "`edgerun serve` needs starlette and uvicorn; install them with `pip install 'edgerun[serve]'` "
             "(or `pip install starlette uvicorn`)", -4) from None
     return uvicorn
+
+
+def _where(host, port):
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _bind_error(exc, host, port):
+    where = _where(host or "0.0.0.0", port)
+    if exc.errno == errno.EADDRINUSE:
+        return f"{where} is already in use; pick another --port (or stop the other server)"
+    if exc.errno == errno.EACCES:
+        return (f"{where}: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE); "
+                f"pick a --port of 1024 or more")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (f"--host {host}: no network interface of this machine has that address; pass one it has "
+                f"(127.0.0.1 for this machine only, 0.0.0.0 for all)")
+    return f"cannot listen on {where}: {exc.strerror or exc}; pick another --host or --port"
+
+
+def listen(host="127.0.0.1", port=8080):
+    """The sockets to serve host:port from, one per address the host resolves
+    to (localhost may be both 127.0.0.1 and ::1), bound but not yet accepting.
+
+    Binding here rather than inside uvicorn turns a busy port or a bad host
+    into an OSError whose text is one line for the user (uvicorn logs it and
+    calls sys.exit), and tells the real port when port is 0."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise OSError(f"--host {host}: {reason}; pass an IP address or a name this machine resolves") from None
+    socks = []
+    try:
+        for family, kind, proto, _, addr in dict.fromkeys(infos):
+            if socks:
+                # With port 0 every address would get a port of its own; one
+                # port for all is what a user can be told.
+                addr = (addr[0], socks[0].getsockname()[1], *addr[2:])
+            sock = socket.socket(family, kind, proto)
+            socks.append(sock)
+            # As uvicorn and asyncio do: a restart may reuse the port while
+            # the last run's connections linger in TIME_WAIT.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                # "::" would otherwise claim the IPv4 port too and collide
+                # with the 0.0.0.0 socket.
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(addr)
+            except OSError as e:
+                raise OSError(_bind_error(e, host, addr[1])) from e
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
 
 
 class Server:
@@ -59,12 +118,16 @@ class Server:
                               limit_concurrency=limit, timeout_keep_alive=5, timeout_graceful_shutdown=5,
                               lifespan="off")
 
-    def run(self, host="127.0.0.1", port=8080, log_level="info"):
-        """Serves until interrupted, then stops the scheduler."""
+    def run(self, host="127.0.0.1", port=8080, log_level="info", sockets=None):
+        """Serves until interrupted, then stops the scheduler. sockets: those
+        listen(host, port) returned (bound first, so that the caller can
+        report the port); else they are bound here."""
         uvicorn = _uvicorn()
-        self._uv = uvicorn.Server(self._config(host, port, log_level))
         try:
-            self._uv.run()
+            if sockets is None:
+                sockets = listen(host, port)
+            self._uv = uvicorn.Server(self._config(host, port, log_level))
+            self._uv.run(sockets=sockets)
         finally:
             self.scheduler.close()
 
@@ -72,8 +135,14 @@ class Server:
         """Serves from a daemon thread; returns the port once it accepts
         connections (port=0: a free one)."""
         uvicorn = _uvicorn()
+        try:
+            sockets = listen(host, port)
+        except BaseException:
+            self.scheduler.close()
+            raise
         self._uv = uvicorn.Server(self._config(host, port, log_level))
-        self._thread = threading.Thread(target=self._uv.run, name="edgerun-serve-http", daemon=True)
+        self._thread = threading.Thread(target=self._uv.run, kwargs={"sockets": sockets}, name="edgerun-serve-http",
+                                        daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._uv.started:
@@ -81,8 +150,7 @@ class Server:
                 self.scheduler.close()
                 raise RuntimeError(f"the server did not start on {host}:{port}")
             time.sleep(0.01)
-        sock = self._uv.servers[0].sockets[0]
-        return sock.getsockname()[1]
+        return sockets[0].getsockname()[1]
 
     def stop(self):
         if self._uv is not None:
