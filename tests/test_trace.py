@@ -16,10 +16,14 @@ import edgerun
 from edgerun import errors
 from edgerun.bench.trace import ring_events
 
-# by op id (edgerun.h's ER_OP_*): gelu_mul, a GeGLU model's gate, came last
+# by op id (edgerun.h's ER_OP_*): gelu_mul, a GeGLU model's gate, and LFM2's
+# short-convolution block came later, appended
 OPS = ["embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out", "ffn_norm",
-       "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head", "gelu_mul"]
-SWIGLU_OPS = [op for op in OPS if op != "gelu_mul"]     # what the embedded model runs
+       "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head", "gelu_mul",
+       "conv_in", "shortconv", "conv_out"]
+ATTN_OPS = ["qkv", "rope", "kv_store", "attention", "attn_out"]
+CONV_OPS = ["conv_in", "shortconv", "conv_out"]
+SWIGLU_OPS = [op for op in OPS if op != "gelu_mul" and op not in CONV_OPS]     # what the embedded model runs
 PROMPT = "0012+0034="
 
 
@@ -207,3 +211,70 @@ def test_trace_names_the_gate_the_family_runs(shared_data, fam, gate):
     assert sum(1 for e in caller if e["op"] == gate) == steps * n_layer
     assert not [e for e in events if e["op"] == other]
     assert all(e["op"] == OPS[e["op_id"]] for e in events)
+
+
+def test_op_list_matches_the_header():
+    """OPS by id is what the header's enum says (cffi reads edgerun.h), the
+    appended ops after the ones a saved trace already numbers."""
+    from edgerun._ffi import ffi, lib
+    assert lib.ER_OP_COUNT == len(OPS)
+    for i, op in enumerate(OPS):
+        assert getattr(lib, f"ER_OP_{op.upper()}") == i, op
+        assert ffi.string(lib.er_trace_op_name(i)).decode() == op
+    assert ffi.string(lib.er_trace_op_name(len(OPS))).decode() == "unknown"
+
+
+def _head_count_kv(path):
+    """LFM2's per-layer K/V head counts, read with gguf-py: 0 marks a
+    short-convolution layer (what the runtime reads, family.c)."""
+    import gguf
+    r = gguf.GGUFReader(str(path))
+    return [int(x) for x in r.fields["lfm2.attention.head_count_kv"].contents()]
+
+
+def test_trace_names_lfm2_convolution_layers(shared_data, tmp_path):
+    """LFM2's short-convolution layers are traced as conv_in, shortconv and
+    conv_out, its attention layers as qkv .. attn_out, each on its own
+    layers: a reader of the trace can tell the two kinds apart."""
+    from family_files import llamacpp_file
+    path = llamacpp_file(shared_data, "lfm2")
+    kv = _head_count_kv(path)
+    conv = [l for l, n in enumerate(kv) if n == 0]
+    attn = [l for l, n in enumerate(kv) if n > 0]
+    assert conv and attn, kv               # the file mixes both, or this test shows nothing
+    out = tmp_path / "lfm2.json"
+    with edgerun.Model(str(path), n_ctx=64, n_threads=2, trace_events=20000) as m:
+        assert m.hparams["n_layer"] == len(kv)
+        events = m.trace("Once upon a time", path=out, max_tokens=3, stop_at_eos=False)
+    caller = [e for e in events if e["thread"] == 0]
+    steps = sum(1 for e in caller if e["op"] == "embed")
+    assert steps == 3
+    for op in CONV_OPS:
+        assert sorted({e["layer"] for e in events if e["op"] == op}) == conv, op
+        for layer in conv:
+            assert sum(1 for e in caller if e["op"] == op and e["layer"] == layer) == steps, (op, layer)
+    for op in ATTN_OPS:
+        assert sorted({e["layer"] for e in events if e["op"] == op}) == attn, op
+    for layer in conv + attn:               # both kinds keep the norms and the feed-forward block
+        assert sum(1 for e in caller if e["op"] == "attn_norm" and e["layer"] == layer) == steps
+        assert sum(1 for e in caller if e["op"] == "ffn_down" and e["layer"] == layer) == steps
+    E = m.hparams["n_embd"]
+    assert {tuple(e["shape"][1:]) for e in caller if e["op"] == "conv_in"} == {(3 * E, E)}
+    assert {tuple(e["shape"][1:]) for e in caller if e["op"] == "shortconv"} == {(E, 3 * E)}
+    assert {tuple(e["shape"][1:]) for e in caller if e["op"] == "conv_out"} == {(E, E)}
+    assert all(e["op"] == OPS[e["op_id"]] for e in events)
+    slices = check_chrome_trace(json.loads(out.read_text()), 2, len(kv))
+    assert {s["args"]["layer"] for s in slices if s["name"] == "shortconv"} == set(conv)
+
+
+def test_cli_trace_summary_lists_lfm2_convolution_ops(shared_data, tmp_path):
+    from family_files import llamacpp_file
+    path = llamacpp_file(shared_data, "lfm2")
+    r = _cli("trace", str(path), "Once upon", "-n", "4", "-o", str(tmp_path / "x.json"), "--summary")
+    assert r.returncode == 0, r.stderr
+    table = r.stdout.split("decode: ", 1)[1]
+    names = [line.split()[0] for line in table.splitlines()[2:] if line.startswith("  ")]
+    # a convolution layer's block sits where attention's does, before ffn_norm
+    assert names.index("attn_out") < names.index("conv_in") < names.index("shortconv") \
+        < names.index("conv_out") < names.index("ffn_norm"), names
+    assert "conv_in" in _cli("trace", "--help").stdout

@@ -204,7 +204,7 @@ class Model:
             "n_rot": hp.n_rot, "rope_scale": float(hp.rope_scale), "rope_freq_factors": bool(hp.rope_freq_factors),
             "rope_freq_base_swa": float(hp.rope_freq_base_swa), "sliding_window": hp.sliding_window,
             "final_logit_softcap": float(hp.final_logit_softcap), "rope_longrope": hp.rope_longrope,
-            "rope_attn_factor": float(hp.rope_attn_factor),
+            "rope_attn_factor": float(hp.rope_attn_factor), "rope_orig_ctx": hp.rope_orig_ctx,
         }
         self.n_vocab = int(hp.n_vocab)
         self._vocab = lib.er_model_vocab(self._ptr)

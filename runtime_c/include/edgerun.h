@@ -165,7 +165,25 @@ typedef struct er_hparams {
     int32_t rope_longrope;    /* LongRoPE (phi3): 1 = rope_factors_short, 2 = rope_factors_long, chosen at
                                  open as llama.cpp does: long when n_ctx > the original context; 0 = none */
     float rope_attn_factor;   /* RoPE cos and sin scaled by it (rope.scaling.attn_factor; 1 = none) */
+    int32_t rope_orig_ctx;    /* LongRoPE's original context (rope.scaling.original_context_length): the
+                                 n_ctx above which the long factors apply; 0 without LongRoPE */
 } er_hparams;
+
+/* A layer's block as the forward pass runs it (er_model_layer). */
+enum { ER_BLOCK_ATTENTION = 0, ER_BLOCK_SHORTCONV = 1 };
+typedef struct er_layer_info {
+    int32_t block;            /* ER_BLOCK_ATTENTION, or ER_BLOCK_SHORTCONV (LFM2: a gated short
+                                 convolution in attention's place, the file's 0 K/V heads) */
+    int32_t rope;             /* how RoPE turns the layer's Q and K: 1 as the hyper-parameters say
+                                 (base rope_freq_base, with any scaling); 2 with the local layers' own
+                                 base rope_freq_base_swa and no scaling (gemma3's sliding-window
+                                 layers); 0 not at all (SmolLM3's every 4th layer, every short
+                                 convolution) */
+    int32_t window;           /* positions a query attends to: the sliding window of a local layer
+                                 (gemma3's 5 of 6, phi3's where set), 0 = the whole context */
+    int32_t n_head_kv;        /* K/V heads (0 for a short convolution) */
+    int32_t conv_kernel;      /* taps of the short convolution (shortconv.l_cache), else 0 */
+} er_layer_info;
 
 /* One tensor of the file. Pointers are into the model's mapping. */
 typedef struct er_tensor_info {
@@ -212,13 +230,19 @@ typedef struct er_trace_event {
 } er_trace_event;
 
 /* Operations er_trace_event.op names, in the order a layer runs them, but
- * for ER_OP_GELU_MUL: the feed-forward gate of a GeGLU model (gemma3), which
- * runs where ER_OP_SILU_MUL runs in a SwiGLU model (appended so that the
- * earlier values keep their numbers). */
+ * for those appended later so that the earlier values keep their numbers:
+ * ER_OP_GELU_MUL, the feed-forward gate of a GeGLU model (gemma3), which runs
+ * where ER_OP_SILU_MUL runs in a SwiGLU model; and the short-convolution
+ * block of an LFM2 layer without attention, which runs between
+ * ER_OP_ATTN_NORM and ER_OP_FFN_NORM in place of ER_OP_QKV .. ER_OP_ATTN_OUT:
+ * ER_OP_CONV_IN (in_proj, giving B, C and x), ER_OP_SHORTCONV (the gated
+ * convolution over the last positions; shape [rows, n_embd, 3 * n_embd]) and
+ * ER_OP_CONV_OUT (out_proj). */
 enum {
     ER_OP_EMBED = 0, ER_OP_ATTN_NORM, ER_OP_QKV, ER_OP_ROPE, ER_OP_KV_STORE, ER_OP_ATTENTION,
     ER_OP_ATTN_OUT, ER_OP_FFN_NORM, ER_OP_FFN_GATE_UP, ER_OP_SILU_MUL, ER_OP_FFN_DOWN,
-    ER_OP_OUTPUT_NORM, ER_OP_LM_HEAD, ER_OP_GELU_MUL, ER_OP_COUNT
+    ER_OP_OUTPUT_NORM, ER_OP_LM_HEAD, ER_OP_GELU_MUL, ER_OP_CONV_IN, ER_OP_SHORTCONV, ER_OP_CONV_OUT,
+    ER_OP_COUNT
 };
 
 /* Streaming detokenizer state: caller-owned, zero-initialise (or er_detok_reset). */
@@ -270,6 +294,14 @@ ER_API void er_model_close(er_model *model);
 
 /* Copies the hyper-parameters. Errors: ER_EINVAL. */
 ER_API int er_model_hparams(const er_model *model, er_hparams *out);
+
+/* Fills *out with layer `layer`'s kind as the forward pass runs it: which
+ * block, whether RoPE applies, its sliding window. These follow from the
+ * family and the file (family.c) and are not all keys of the file, so a
+ * tool that reports them asks here rather than re-deriving the family's
+ * rules. Errors: ER_EINVAL (NULL argument, layer outside [0, n_layer), or a
+ * vocabulary-only model, which has no layers). */
+ER_API int er_model_layer(const er_model *model, int layer, er_layer_info *out);
 
 /* A string metadata key of the file (e.g. "tokenizer.chat_template"): *ptr
  * points into the model's mapping (valid until er_model_close, NOT

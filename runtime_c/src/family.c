@@ -183,6 +183,7 @@ int er_family_read(const gguf_file *f, er_str arch, er_hparams *hp, er_dims *d) 
         if (!gguf_find_tensor(f, "rope_factors_short.weight", NULL))
             return er_fail(ER_ECORRUPT, "tensor 'rope_factors_long.weight' without 'rope_factors_short.weight'");
         hp->rope_longrope = (int32_t)orig; /* the original context, until er_plan_file picks the set */
+        hp->rope_orig_ctx = (int32_t)orig;
     }
     if ((rc = get_f32_key(f, a, "final_logit_softcapping", &hp->final_logit_softcap, &present))) return rc;
     if (present && !(hp->final_logit_softcap > 0.0f))

@@ -737,18 +737,16 @@ int er_forward(er_session *s, const int32_t *ids, int m, float *logits_all) {
                                   .src = x, .w = L->attn_norm, .dst = xb});
         const int heads = m == 1 && !L->conv && block_fits(md, L) ? er_att_heads(d, md->pool.n_threads) : 0;
         if (L->conv) {
-            /* traced as the attention block's operations: in_proj as qkv,
-             * the convolution as attention, out_proj as attn_out */
             er_trace_end(tr, t0, ER_OP_ATTN_NORM, l, 0, m, E, E);
-            matmul1(md, ER_OP_QKV, l, xb, m, &L->conv_in, md->act.conv);
+            matmul1(md, ER_OP_CONV_IN, l, xb, m, &L->conv_in, md->act.conv);
             t0 = er_trace_begin(tr);
             const er_family_kernels fk = er_kernels_family(k);
             float *ring = s->conv_ring + (size_t)l * (size_t)d->conv_l * (size_t)E;
             for (int b = 0; b < m; b++) /* in order: the ring holds the last conv_l positions */
                 fk.shortconv(xb + (size_t)b * E, md->act.conv + (size_t)b * 3 * E, ring, L->conv_w, E, d->conv_l,
                              s->pos + b);
-            er_trace_end(tr, t0, ER_OP_ATTENTION, l, 0, m, E, 3 * E);
-            matmul1(md, ER_OP_ATTN_OUT, l, xb, m, &L->conv_out, xb2);
+            er_trace_end(tr, t0, ER_OP_SHORTCONV, l, 0, m, E, 3 * E);
+            matmul1(md, ER_OP_CONV_OUT, l, xb, m, &L->conv_out, xb2);
         } else if (heads) {
             attention_block(md, s, L, l, xb, heads, t0);
         } else {
@@ -851,14 +849,14 @@ int er_forward_batch(er_session *const *ss, const int32_t *const *ids, const siz
         each_row(md, &(rows_task){.row = rmsnorm_row, .md = md, .m = m, .n = E, .src = x, .w = L->attn_norm,
                                   .dst = xb});
         if (L->conv) {
-            matmul1(md, ER_OP_QKV, l, xb, m, &L->conv_in, md->act.conv);
+            matmul1(md, ER_OP_CONV_IN, l, xb, m, &L->conv_in, md->act.conv);
             const er_family_kernels fk = er_kernels_family(k);
             for (int b = 0; b < m; b++) { /* each session's rows in order: its ring holds its last conv_l */
                 float *ring = ss[rows[b].sess]->conv_ring + (size_t)l * (size_t)d->conv_l * (size_t)E;
                 fk.shortconv(xb + (size_t)b * E, md->act.conv + (size_t)b * 3 * E, ring, L->conv_w, E, d->conv_l,
                              rows[b].pos);
             }
-            matmul1(md, ER_OP_ATTN_OUT, l, xb, m, &L->conv_out, xb2);
+            matmul1(md, ER_OP_CONV_OUT, l, xb, m, &L->conv_out, xb2);
         } else {
             const int qd = d->n_head * d->head_dim, kvd = (int)d->kv_row;
             matmul_shared(md, ER_OP_QKV, l, xb, m, (const er_weight *const[]){&L->wq, &L->wk, &L->wv},

@@ -444,6 +444,19 @@ int er_model_hparams(const er_model *m, er_hparams *out) {
     return ER_OK;
 }
 
+int er_model_layer(const er_model *m, int layer, er_layer_info *out) {
+    if (!m || !out) return er_fail(ER_EINVAL, "er_model_layer: NULL argument");
+    const int n = m->vocab_only ? 0 : m->d.n_layer;
+    if (layer < 0 || layer >= n) return er_fail(ER_EINVAL, "er_model_layer: layer %d is outside [0, %d)", layer, n);
+    const er_layer *L = &m->layers[layer];
+    *out = (er_layer_info){.block = L->conv ? ER_BLOCK_SHORTCONV : ER_BLOCK_ATTENTION,
+                           .rope = L->conv ? 0 : L->rope,
+                           .window = L->conv ? 0 : L->window,
+                           .n_head_kv = L->conv ? 0 : m->d.n_head_kv,
+                           .conv_kernel = L->conv ? m->d.conv_l : 0};
+    return ER_OK;
+}
+
 int er_model_meta_str(const er_model *m, const char *key, const char **ptr, size_t *len) {
     if (!m || !key || !ptr || !len) return er_fail(ER_EINVAL, "er_model_meta_str: NULL argument");
     gguf_kv kv;

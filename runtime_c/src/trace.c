@@ -16,10 +16,13 @@
 #include "error.h"
 #include "model.h"
 
-static const char *const k_op_names[ER_OP_COUNT] = {
+static const char *const k_op_names[] = {
     "embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out",
     "ffn_norm", "ffn_gate_up", "silu_mul", "ffn_down", "output_norm", "lm_head", "gelu_mul",
+    "conv_in", "shortconv", "conv_out",
 };
+/* an op appended to the enum without a name here would print as NULL */
+_Static_assert(sizeof k_op_names / sizeof k_op_names[0] == ER_OP_COUNT, "one name per ER_OP_*");
 
 const char *er_trace_op_name(int op) {
     return op >= 0 && op < ER_OP_COUNT ? k_op_names[op] : "unknown";

@@ -102,6 +102,16 @@ static void test_model(er_model *m) {
     EXPECT(er_model_tensor(m, nt - 1, &ti), ER_OK);
     EXPECT(er_model_fingerprint(NULL, &fp), ER_EINVAL);
     EXPECT(er_model_fingerprint(m, NULL), ER_EINVAL);
+    er_layer_info li;
+    EXPECT(er_model_hparams(m, &hp), ER_OK);
+    EXPECT(er_model_layer(NULL, 0, &li), ER_EINVAL);
+    EXPECT(er_model_layer(m, 0, NULL), ER_EINVAL);
+    EXPECT(er_model_layer(m, -1, &li), ER_EINVAL);
+    EXPECT(er_model_layer(m, hp.n_layer, &li), ER_EINVAL);
+    EXPECT(er_model_layer(m, hp.n_layer - 1, &li), ER_OK);
+    CHECK(li.block == ER_BLOCK_ATTENTION && li.rope == 1 && li.window == 0 && li.n_head_kv == hp.n_head_kv &&
+              li.conv_kernel == 0,
+          "a llama layer: attention with RoPE over the whole context");
     CHECK(er_model_isa(NULL) != NULL && er_model_isa_reason(NULL) != NULL, "isa strings never NULL");
     CHECK(er_model_vocab(NULL) == NULL, "vocab of NULL");
     CHECK(er_last_error() != NULL && er_version() != NULL, "never NULL");

@@ -367,6 +367,7 @@ static void test_on(void) {
     for (int op = 0; op < ER_OP_COUNT; op++) {
         int want = op == ER_OP_EMBED || op == ER_OP_OUTPUT_NORM || op == ER_OP_LM_HEAD ? 9 : 9 * m->d.n_layer;
         if (op == ER_OP_GELU_MUL) want = 0; /* a SwiGLU model: its gate is silu_mul */
+        if (op >= ER_OP_CONV_IN && op <= ER_OP_CONV_OUT) want = 0; /* attention on every layer, no convolution */
         CHECK(counts[op] == want, "op %s: %d caller events, want %d", er_trace_op_name(op), counts[op], want);
     }
     check_ring(m, "two threads");
@@ -386,6 +387,12 @@ static void test_on(void) {
     CHECK(er_trace_get(m, er_trace_count(m), &e) == ER_EINVAL, "get past the end");
     CHECK(strcmp(er_trace_op_name(ER_OP_ATTENTION), "attention") == 0 && strcmp(er_trace_op_name(99), "unknown") == 0,
           "op names");
+    /* appended: the ids a saved trace or another binding holds keep their meaning */
+    CHECK(ER_OP_GELU_MUL == 13 && ER_OP_CONV_IN == 14 && ER_OP_CONV_OUT + 1 == ER_OP_COUNT &&
+              strcmp(er_trace_op_name(ER_OP_CONV_IN), "conv_in") == 0 &&
+              strcmp(er_trace_op_name(ER_OP_SHORTCONV), "shortconv") == 0 &&
+              strcmp(er_trace_op_name(ER_OP_CONV_OUT), "conv_out") == 0,
+          "short-convolution op names");
     CHECK(er_trace_export(m, "/nonexistent-dir/x.json") == ER_EIO && er_last_error()[0], "export to a bad path");
     er_model_close(m);
 

@@ -7,9 +7,10 @@ the runtime's event ring (er_trace_*), sized so that nothing is dropped.
 import math
 
 # Events one forward step records: embed, output_norm and lm_head once, ten ops
-# per layer, on the caller and at most as often again on every worker; plus,
-# where a decode step runs its attention block by K/V head ranges, four per
-# range (at most one range per K/V head).
+# per layer (eight in an LFM2 convolution layer: ten bounds both kinds), on the
+# caller and at most as often again on every worker; plus, where a decode step
+# runs its attention block by K/V head ranges, four per range (at most one
+# range per K/V head).
 OPS_OUTSIDE_LAYERS = 3
 OPS_PER_LAYER = 10
 OPS_PER_RANGE = 4

@@ -14,10 +14,11 @@ untraced bookkeeping).
 import bisect
 import statistics
 
-# the order a step runs them in (runtime_c/src/trace.h); a GeGLU model's
-# gelu_mul runs where a SwiGLU model's silu_mul does
-ORDER = ["embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out", "ffn_norm",
-         "ffn_gate_up", "silu_mul", "gelu_mul", "ffn_down", "output_norm", "lm_head"]
+# the order a step runs them in (edgerun.h's ER_OP_*); a GeGLU model's
+# gelu_mul runs where a SwiGLU model's silu_mul does, and an LFM2
+# convolution layer's conv_in .. conv_out where another layer's qkv .. attn_out
+ORDER = ["embed", "attn_norm", "qkv", "rope", "kv_store", "attention", "attn_out", "conv_in", "shortconv",
+         "conv_out", "ffn_norm", "ffn_gate_up", "silu_mul", "gelu_mul", "ffn_down", "output_norm", "lm_head"]
 
 
 def _steps(events):

@@ -71,6 +71,9 @@ def main(args):
     for k in ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff", "n_ctx_train",
               "rope_freq_base", "rms_eps", "tied_output", "has_qkv_bias"):
         print(f"  {k:<15} {hp[k]}")
+    print("family settings:")
+    for k, v in family_rows(d):
+        print(f"  {k:<15} {v}")
     print("tensor types:")
     for t, e in sorted(d["types"].items(), key=lambda kv: -kv[1]["bytes"]):
         print(f"  {t:<6} {e['count']:>5} tensors  {human_bytes(e['bytes']):>10}")
@@ -109,6 +112,81 @@ def main(args):
     return 0
 
 
+def _num(x):
+    return f"{x:.4g}" if isinstance(x, float) and x != int(x) else str(int(x))
+
+
+def _ordinal(k):
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+
+
+def _every(layers, n):
+    """k when `layers` are exactly every k-th of n (k-1, 2k-1, ...), else None."""
+    k = layers[0] + 1 if layers else 0
+    return k if k > 1 and layers == list(range(k - 1, n, k)) else None
+
+
+def _factors(f):
+    if not f:
+        return "per-frequency divisors (not readable)"
+    return f"{len(f)} per-frequency divisors from {_num(min(f))} to {_num(max(f))}"
+
+
+def family_rows(d):
+    """(setting, text) rows for what sets a family apart, from describe()'s
+    layers and rope_scaling: the layer layout where blocks differ, RoPE's
+    dimensions, base and scaling, layers without RoPE, the sliding window
+    and the logit softcap, each where the model has it."""
+    hp, ls, rs = d["hparams"], d["layers"], d["rope_scaling"]
+    n = len(ls)
+    attn = [i for i, x in enumerate(ls) if x["block"] == "attention"]
+    rows = []
+    conv = [i for i, x in enumerate(ls) if x["block"] == "shortconv"]
+    if conv:
+        k = ls[conv[0]].get("kernel")
+        rows.append(("layers", f"{len(conv)} short-convolution{f' (kernel {k})' if k else ''}, "
+                               f"{len(attn)} attention: " + " ".join("c" if x["block"] == "shortconv" else "a"
+                                                                     for x in ls)))
+    dims = f"all {hp['head_dim']}" if hp["n_rot"] == hp["head_dim"] else f"{hp['n_rot']} of {hp['head_dim']}"
+    rows.append(("rope", f"on {dims} dims per head, base {_num(hp['rope_freq_base'])}"))
+    nope = [i for i in attn if not ls[i]["rope"]]
+    if nope:
+        k = _every(nope, n)
+        rows.append(("no rope", (f"every {_ordinal(k)} layer: " if k else f"{len(nope)} of {len(attn)} layers: ")
+                     + ", ".join(map(str, nope))))
+    local = [i for i in attn if ls[i]["window"]]
+    if local:
+        glob = [i for i in attn if not ls[i]["window"]]
+        w = ls[local[0]]["window"]
+        k = _every(glob, n)
+        where = ("every layer" if not glob else
+                 f"{k - 1} of every {k} layers ({len(local)} of {n}; global: {', '.join(map(str, glob))})" if k else
+                 f"{len(local)} of {len(attn)} layers (global: {', '.join(map(str, glob))})")
+        base = f", local RoPE base {_num(hp['rope_freq_base_swa'])}" \
+            if glob and hp["rope_freq_base_swa"] != hp["rope_freq_base"] else ""
+        rows.append(("sliding window", f"{w} positions on {where}{base}"))
+    t = rs["type"]
+    if t == "linear":
+        s = f"linear, factor {_num(rs['factor'])} (positions divided by it)"
+    elif t == "llama3":
+        s = f"llama3 (rope_freqs.weight): {_factors(rs['factors'])}"
+    elif t == "longrope":
+        oc, n_ctx = rs["original_context"], d["plan"]["n_ctx"]
+        why = f"n_ctx {n_ctx} {'>' if rs['set'] == 'long' else '<='} original context {oc}" if oc else "chosen at open"
+        s = f"LongRoPE, the {rs['set']} set ({why}): {_factors(rs['factors'])}"
+    else:
+        s = "none"
+    if t != "none" and rs.get("layers") == "global" and local:
+        s += ", on the global layers"
+    if rs["attn_factor"] != 1.0:
+        s += f"; cos and sin scaled by {_num(rs['attn_factor'])}"
+    rows.append(("rope scaling", s))
+    c = hp["final_logit_softcap"]
+    if c > 0:
+        rows.append(("logit softcap", f"{_num(c)}: logits = {_num(c)} * tanh(logits / {_num(c)})"))
+    return rows
+
+
 HPARAMS = ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff", "n_ctx_train",
            "rope_freq_base", "rms_eps", "tied_output", "has_qkv_bias")
 
@@ -120,6 +198,7 @@ def _tables(d, tensors):
     print(f"  arch {hp['arch']}  name {hp['name'] or '-'}  params {hp['n_params']:,}  "
           f"weights {human_bytes(hp['weight_bytes'])}")
     console.table(("hyper-parameter", "value"), [(k, hp[k]) for k in HPARAMS], right=("value",))
+    console.table(("family setting", "value"), family_rows(d))
     console.table(("type", "tensors", "bytes"),
                   [(t, e["count"], human_bytes(e["bytes"]))
                    for t, e in sorted(d["types"].items(), key=lambda kv: -kv[1]["bytes"])], right=("tensors", "bytes"))

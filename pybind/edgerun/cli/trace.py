@@ -13,12 +13,14 @@ examples:
 
 Each op (embed, attn_norm, qkv, rope, kv_store, attention, attn_out, ffn_norm,
 ffn_gate_up, silu_mul or, in a GeGLU model such as gemma3, gelu_mul, ffn_down,
-output_norm, lm_head) is one slice on the
-caller's track, with each pool worker's share on its own track; args hold the
-layer and shape. Where a decode step runs qkv, rope, kv_store and attention per
-K/V head range in one dispatch, those four are slices of each thread's ranges
-on its own track, the caller's included. The ring is sized for the whole run,
-so nothing is dropped.
+output_norm, lm_head) is one slice on the caller's track, with each pool
+worker's share on its own track; args hold the layer and shape. An LFM2 layer
+without attention runs its short-convolution block instead of qkv .. attn_out:
+conv_in (in_proj), shortconv (the gated convolution), conv_out (out_proj).
+Where a decode step runs qkv, rope, kv_store and attention per K/V head range
+in one dispatch, those four are slices of each thread's ranges on its own
+track, the caller's included. The ring is sized for the whole run, so nothing
+is dropped.
 """
 
 def register(sub):
