@@ -125,3 +125,8 @@ def test_c_function_names_stay_out_of_the_line():
     e = errors.FileAccessError("er_session_save: cannot create '/x/y': No such file or directory", -2)
     assert error_line(e, "chat") == ("edgerun: error: cannot create '/x/y': No such file or directory; "
                                      "check the path and its permissions")
+
+
+def test_trace_checks_its_output_folder_before_generating(tmp_path):
+    line = one_error_line(cli("trace", "0012+0034=", "-o", tmp_path / "missing" / "t.json"))
+    assert "folder" in line and "does not exist" in line

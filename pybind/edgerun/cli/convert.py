@@ -23,9 +23,8 @@ The other types pick a type per tensor the way llama.cpp's quantizer does
 without an importance matrix, so the file holds the tensor types
 llama-quantize writes from the same model:
   q4_0 q4_1 q5_0 q5_1     32-element blocks; the output projection Q6_K
-  iq4_nl
-  iq4_xs                  IQ4_XS; attn_v Q5_K with 4+ query heads per KV head,
-                          ffn_down Q5_K in the first eighth of the layers
+  iq4_nl iq4_xs           IQ4_NL or IQ4_XS; attn_v Q5_K with 4+ query heads per
+                          KV head, ffn_down Q5_K in the first eighth of the layers
   q2_k                    Q2_K; attn_v Q3_K (Q4_K with GQA 4+), ffn_down and
                           attn_output Q3_K
   q3_k_s q3_k_m q3_k_l    Q3_K; _m and _l give attn_v, ffn_down, attn_output

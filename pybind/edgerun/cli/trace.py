@@ -1,5 +1,6 @@
 """`edgerun trace [MODEL] PROMPT -o trace.json`: time every op of a generation
 and write Chrome trace-event JSON (open it in https://ui.perfetto.dev)."""
+import pathlib
 import sys
 
 from ..bench.trace import MAX_EVENTS, OPS_OUTSIDE_LAYERS, OPS_PER_LAYER, OPS_PER_RANGE, ring_events  # noqa: F401
@@ -44,6 +45,10 @@ def main(args):
     path, prompt = split_model_prompt(args.args, "trace")
     if args.max_tokens < 0:
         raise ValueError(f"-n must be >= 0, got {args.max_tokens}")
+    folder = pathlib.Path(args.output).parent
+    if not folder.is_dir():
+        # checked before the generation it would otherwise throw away
+        raise ValueError(f"-o {args.output}: folder {folder} does not exist; create it first")
     r = record(path, prompt, args.output, args.max_tokens, **model_kwargs(args))
     ev, out, isa, plan, events = r["events"], r["output"], r["isa"], r["plan"], r["capacity"]
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
