@@ -78,7 +78,9 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser():
-    p = ArgumentParser(prog="edgerun", description="Run GGUF language models (Llama, Qwen, Gemma 3, Phi-3, SmolLM3, LFM2) from one static arena.",
+    p = ArgumentParser(prog="edgerun",
+                       description="Run GGUF language models (Llama, Qwen, Gemma 3, Phi-3, SmolLM3, LFM2) from one "
+                                   "static arena.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"edgerun {__version__}")
     sub = p.add_subparsers(dest="command", metavar="<command>")

@@ -13,7 +13,6 @@ examples:
   edgerun run model.gguf "1 415 2277" --ids -n 16       # token ids in, ids out
   edgerun run model.gguf "Hello" --json                 # one JSON object with text and stats
   edgerun run model.gguf "Hello" --stats                # timing summary on stderr
-
   echo "Once upon a time" | edgerun run model.gguf -    # '-' reads the prompt from stdin
 
 Generation stops at -n tokens, at the model's end-of-generation token, at a
@@ -25,7 +24,8 @@ def register(sub):
     p = sub.add_parser("run", help="generate from a prompt", description=__doc__, epilog=EPILOG,
                        formatter_class=formatter())
     p.add_argument("args", nargs="+", metavar="[MODEL] PROMPT",
-                   help="GGUF file (default: the embedded model) and the prompt ('-' reads stdin, less its final newline)")
+                   help="GGUF file (default: the embedded model) and the prompt ('-' reads stdin, less its "
+                        "final newline)")
     p.add_argument("-n", "--max-tokens", type=int, default=64, metavar="N", help="tokens to generate (default 64)")
     g = p.add_argument_group("sampling (default: greedy)")
     g.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy")

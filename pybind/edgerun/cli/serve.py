@@ -32,7 +32,8 @@ def register(sub):
     p.add_argument("model", nargs="?", default=None, metavar="MODEL",
                    help="GGUF file (default: the embedded model)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: a free one, which the first line printed gives)")
+    p.add_argument("--port", type=int, default=8080,
+                   help="TCP port (default 8080; 0: a free one, which the first line printed gives)")
     p.add_argument("--parallel", "-np", type=int, default=1, metavar="N",
                    help="slots: requests generating at once, each with its own KV cache (default 1)")
     p.add_argument("--queue", type=int, default=16, metavar="N",
