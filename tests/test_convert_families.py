@@ -271,7 +271,12 @@ REFUSALS = [
     ("gemma3", _set(hidden_activation="gelu"), None, r"hidden_activation 'gelu'"),
     ("gemma3", lambda c: c["rope_parameters"]["sliding_attention"].update(rope_type="linear", factor=2.0), None,
      r"rope_scaling 'linear' on sliding_attention"),
-    ("phi3", _rope(rope_type="longrope", long_factor=[1.0] * 6, short_factor=[1.0] * 6), None, r"LongRoPE"),
+    ("phi3", _rope(rope_type="longrope", long_factor=[1.0] * 5, short_factor=[1.0] * 6), None,
+     r"long_factor must list 6 positive numbers"),
+    ("phi3", _rope(rope_type="longrope", long_factor=[1.0] * 6, short_factor=[1.0] * 5 + [0.0]), None,
+     r"short_factor must list 6"),
+    ("phi3", _rope(rope_type="longrope", long_factor=[1.0] * 6, short_factor=[1.0] * 6, attention_factor=1.5), None,
+     r"attention_factor 1.5: llama.cpp's phi3 computes"),
     ("phi3", _set(sliding_window=None, hidden_act="gelu_new"), None, r"hidden_act 'gelu_new'"),
     ("lfm2", _set(conv_bias=True), None, r"conv_bias"),
     ("lfm2", _set(layer_types=["conv", "mamba", "conv", "conv", "full_attention"]), None, r"layer_types"),
@@ -478,3 +483,44 @@ def test_linear_rope_scaling_matches_transformers(shared_data, fam, tmp_path):
         with m.session() as s:
             rows = [s.decode(ids[:5])] + [s.decode([t]) for t in ids[5:]]
     assert _rel(np.stack(rows), ref[4:]) < TOL
+
+
+@pytest.mark.parametrize("n_ctx,n_tokens", [(32, 24), (64, 48)], ids=["short", "long"])
+def test_phi3_longrope_conversion_matches_transformers(shared_data, tmp_path, n_ctx, n_tokens):
+    """Phi-3.5-mini / Phi-4-mini's LongRoPE converted by us: the two factor
+    sets as F32 tensors, the original context and the attention factor as
+    llama.cpp's converter writes them; the runtime picks the long set when
+    n_ctx exceeds the original context (32), transformers when the sequence
+    does, so each case keeps to one side."""
+    import math
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from edgerun.convert import convert
+    rng = np.random.RandomState(4)
+    short = [float(x) for x in rng.uniform(1.0, 1.5, 6)]
+    long = [float(x) for x in rng.uniform(2.0, 8.0, 6)]
+
+    def edit(c):
+        c["rope_parameters"] = {**c["rope_parameters"], "rope_type": "longrope", "short_factor": short,
+                                "long_factor": long, "original_max_position_embeddings": 32}
+        c["original_max_position_embeddings"] = 32
+    v = _variant(shared_data, tmp_path, "phi3", edit)
+    out = tmp_path / "longrope.gguf"
+    convert(v, out, "f32", quiet=True)
+    keys, tensors = read_gguf(out)
+    attn = math.sqrt(1 + math.log(4096 / 32) / math.log(32))
+    assert keys["phi3.rope.scaling.original_context_length"] == 32
+    assert abs(keys["phi3.rope.scaling.attn_factor"] - attn) < 1e-6
+    for name, want in (("rope_factors_long.weight", long), ("rope_factors_short.weight", short)):
+        assert tensors[name][0] == "F32" and np.array_equal(tensors[name][2], np.array(want, np.float32))
+    hf = transformers.AutoModelForCausalLM.from_pretrained(v, dtype=torch.float32)
+    hf.eval()
+    ids = [int(i) for i in rng.randint(3, hf.config.vocab_size, n_tokens)]
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0].numpy().astype(np.float64)
+    with edgerun.Model(str(out), n_ctx=n_ctx, n_batch=16) as m:
+        assert m.hparams["rope_longrope"] == (2 if n_ctx > 32 else 1)
+        assert _rel(m.logits(ids), ref) < TOL
+        with m.session() as s:
+            rows = [s.decode(ids[:4])] + [s.decode([t]) for t in ids[4:]]
+    assert _rel(np.stack(rows), ref[3:]) < TOL

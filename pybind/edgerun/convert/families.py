@@ -363,6 +363,7 @@ class Phi3(Family):
     """Phi-3 / Phi-4-mini: fused Q/K/V and gate+up projections (stored fused),
     partial rotary, NEOX RoPE, a sliding window on every layer when set."""
     arch = "phi3"
+    rope_types = ("default", "longrope", "su")
     layer_names = {"input_layernorm": "attn_norm", "self_attn.qkv_proj": "attn_qkv",
                    "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
                    "mlp.gate_up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
@@ -371,16 +372,29 @@ class Phi3(Family):
         super().__init__(cfg, hp, where)
         rot = float(self.rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
         self.n_rot = int(rot * hp.n_embd) // hp.n_head
+        # Phi-3's config has the original context at the top level and, in
+        # transformers >= 5, in the rope parameters too (check() refuses two
+        # different values: transformers takes the first, llama.cpp the second)
+        self.orig_ctxs = {int(v) for v in (cfg.get("original_max_position_embeddings"),
+                                           self.rope.get("original_max_position_embeddings")) if v}
+        self.orig_ctx = min(self.orig_ctxs) if self.orig_ctxs else hp.n_ctx
+        self.longrope = self.rope["rope_type"] in ("longrope", "su") or bool(self.rope.get("long_factor"))
 
     def required(self, i):
         return [f"blk.{i}.{t}.weight" for t in ("attn_norm", "attn_qkv", "attn_output", "ffn_norm",
                                                 "ffn_up", "ffn_down")]
 
+    def longrope_attn_factor(self):
+        """What cos and sin are scaled by: sqrt(1 + ln(scale) / ln(original
+        context)) for a context longer than the original, as llama.cpp's
+        converter writes it and transformers computes it."""
+        scale = self.hp.n_ctx / self.orig_ctx
+        return math.sqrt(1 + math.log(scale) / math.log(self.orig_ctx)) if scale > 1.0 else 1.0
+
     def check(self):
         cfg = self.cfg
-        if self.rope["rope_type"] in ("longrope", "su") or self.rope.get("long_factor"):
-            raise self.refuse(f"rope_scaling {self.rope['rope_type']!r} (LongRoPE, long_factor/short_factor) is "
-                              "not supported by the runtime's phi3 yet; Phi-3.5-mini and Phi-4-mini need it")
+        if self.longrope:
+            self.check_longrope()
         super().check()
         if self.hp.head_dim != self.hp.n_embd // self.hp.n_head:
             raise self.refuse(f"head_dim {self.hp.head_dim}: phi3 files have head_dim = hidden_size / heads")
@@ -389,12 +403,39 @@ class Phi3(Family):
         if cfg.get("attention_bias") or cfg.get("mlp_bias"):
             raise self.refuse("attention/mlp biases are not part of the runtime's phi3")
 
+    def check_longrope(self):
+        """LongRoPE (Phi-3.5-mini, Phi-4-mini): one divisor per rotated pair
+        in each set, and an attention factor the runtime will compute as
+        transformers does; a config that sets its own factor, which llama.cpp's
+        converter would not write, is refused rather than run with another."""
+        rp, half = self.rope, self.n_rot // 2
+        for key in ("long_factor", "short_factor"):
+            f = rp.get(key)
+            if not isinstance(f, list) or len(f) != half or \
+                    not all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in f):
+                raise self.refuse(f"rope_scaling {key} must list {half} positive numbers (one per rotated pair "
+                                  f"of {self.n_rot} rotary dimensions), got {f!r:.80}")
+        if len(self.orig_ctxs) > 1:
+            raise self.refuse(f"original_max_position_embeddings differs between the config "
+                              f"({sorted(self.orig_ctxs)}); say one")
+        if self.orig_ctx < 2:
+            raise self.refuse(f"original_max_position_embeddings {self.orig_ctx}: LongRoPE needs the original "
+                              "context")
+        given = rp.get("attention_factor")
+        if given is not None and abs(float(given) - self.longrope_attn_factor()) > 1e-6:
+            raise self.refuse(f"rope_scaling attention_factor {given}: llama.cpp's phi3 computes "
+                              f"{self.longrope_attn_factor():.6f} from the contexts and ignores a given one")
+
+    def extra_tensors(self):
+        if not self.longrope:
+            return []
+        return [("rope_factors_long.weight", np.array(self.rope["long_factor"], np.float32)),
+                ("rope_factors_short.weight", np.array(self.rope["short_factor"], np.float32))]
+
     def header(self, w):
         hp, a, cfg = self.hp, self.arch, self.cfg
         w.add_uint32(f"{a}.context_length", hp.n_ctx)
-        w.add_uint32(f"{a}.rope.scaling.original_context_length",
-                     int(self.rope.get("original_max_position_embeddings",
-                                       cfg.get("original_max_position_embeddings", hp.n_ctx))))
+        w.add_uint32(f"{a}.rope.scaling.original_context_length", self.orig_ctx)
         w.add_uint32(f"{a}.embedding_length", hp.n_embd)
         w.add_uint32(f"{a}.feed_forward_length", hp.n_ff)
         w.add_uint32(f"{a}.block_count", hp.n_layer)
@@ -405,6 +446,8 @@ class Phi3(Family):
         w.add_float32(f"{a}.rope.freq_base", float(self.rope["rope_theta"]))
         # 0 means none: llama.cpp tells Phi-4 (no window) from Phi-3 this way
         w.add_uint32(f"{a}.attention.sliding_window", int(cfg.get("sliding_window") or 0))
+        if self.longrope:
+            w.add_float32(f"{a}.rope.scaling.attn_factor", self.longrope_attn_factor())
 
 
 class Lfm2(Family):
