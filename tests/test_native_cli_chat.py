@@ -149,6 +149,38 @@ def test_format_detected_from_template(cli, babyllama, shared_data, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.parametrize("name", ["Qwen-Qwen3-0.6B.jinja", "HuggingFaceTB-SmolLM3-3B.jinja",
+                                  "LFM2.5-Instruct.jinja"])
+def test_other_chatml_templates_are_refused(cli, babyllama, shared_data, tmp_path, name):
+    """ChatML markers alone do not say what a template renders: each of these
+    renders its own system turn (or none), so rendering Qwen2.5's in their
+    place would chat in a format the model never saw. Refused, pointing to
+    the Python chat, which renders the template itself."""
+    template = (shared_data / "chat_templates" / name).read_text()
+    system = render(template, [{"role": "user", "content": "hi"}], add_generation_prompt=True, bos_token="<s>")
+    assert "You are Qwen, created by Alibaba Cloud" not in system
+    line = one_line_error(chat(cli, _with_template(babyllama, tmp_path / "t.gguf", template), stdin="hi\n"))
+    assert "edgerun chat" in line and "--chat-format" in line
+
+
+def test_plain_chatml_template_is_detected(cli, babyllama, tmp_path):
+    """The bare ChatML template (a system turn only when there is a system
+    message), however its whitespace, quotes and newlines are spelled."""
+    from chat_helpers import CHATML
+    spelled = CHATML.replace("'", '"').replace("\n", "\\n").replace("{{ ", "{{")
+    for i, template in enumerate((CHATML, spelled)):
+        path = _with_template(babyllama, tmp_path / f"plain{i}.gguf", template)
+        for system in (None, "be kind"):
+            msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": "hello"}]
+            want = render(template, msgs, add_generation_prompt=True)
+            r = chat(cli, path, "--print-prompt", *(["--system", system] if system else []), stdin="hello\n")
+            assert r.returncode == 0, r.stderr
+            assert r.stdout == want and ("<|im_start|>system" in want) == bool(system)
+    r = chat(cli, "--print-prompt", "--chat-format", "chatml-plain", stdin="hello\n")
+    assert r.returncode == 0 and r.stdout == render(CHATML, [{"role": "user", "content": "hello"}],
+                                                    add_generation_prompt=True)
+
+
 def test_bad_input(cli, shared_data):
     model = REPO / "models" / "edgerun-add.gguf"
     if not model.is_file():

@@ -30,7 +30,8 @@ void cli_usage(FILE *out)
         "usage: edgerun-cli run MODEL.gguf [PROMPT] [options]\n"
         "       edgerun-cli info MODEL.gguf [--ctx C] [--threads T]\n"
         "       edgerun-cli eval MODEL.gguf PROMPTS.txt [-n N] [--logits] [options]\n"
-        "       edgerun-cli chat MODEL.gguf [--chat-format chatml|llama3|gemma] [--system TEXT] [options]\n"
+        "       edgerun-cli chat MODEL.gguf [--chat-format chatml|chatml-plain|llama3|gemma] [--system TEXT]\n"
+        "            [options]\n"
         "       edgerun-cli --help | --version\n"
         "\n"
         "run: generates text from PROMPT (or from --ids) and streams it to stdout;\n"
@@ -260,7 +261,7 @@ int cli_parse(int argc, char **argv, cli_args *a)
     if (a->command != CLI_CHAT && (a->chat_format || a->system || a->date || a->print_prompt))
         return usage_error("%s: --chat-format, --system, --date and --print-prompt are options of chat", pos[0]);
     if (a->command == CLI_CHAT && a->chat_format && chat_format_parse(a->chat_format) == CHAT_UNKNOWN)
-        return usage_error("--chat-format expects chatml, llama3 or gemma, got '%s'", a->chat_format);
+        return usage_error("--chat-format expects chatml, chatml-plain, llama3 or gemma, got '%s'", a->chat_format);
     /* --print-prompt with a named format renders without a model file. */
     if (a->command == CLI_CHAT && npos < 2 && a->print_prompt && a->chat_format) return 0;
     if (npos < 2) return usage_error("%s needs a MODEL.gguf path", pos[0]);

@@ -258,19 +258,20 @@ int cli_cmd_chat(const cli_args *a)
             const char *tmpl = NULL;
             size_t tlen = 0;
             if (er_model_meta_str(model, "tokenizer.chat_template", &tmpl, &tlen) != ER_OK) {
-                fail_msg("the model has no tokenizer.chat_template: pass --chat-format chatml|llama3|gemma");
+                fail_msg("the model has no tokenizer.chat_template: pass --chat-format chatml|chatml-plain|llama3|gemma");
                 goto out;
             }
             fmt = chat_format_detect(tmpl, tlen);
             if (fmt == CHAT_UNKNOWN) {
-                fail_msg("the model's chat template is none of chatml, llama3, gemma: "
-                         "pass --chat-format chatml|llama3|gemma");
+                fail_msg("the model's chat template is none of those edgerun-cli renders byte for byte (Qwen2.5's "
+                         "ChatML, plain ChatML, Llama 3.1+, Gemma): `edgerun chat` (Python) renders any template; "
+                         "or pass --chat-format chatml|chatml-plain|llama3|gemma if one of them is the model's");
                 goto out;
             }
         }
     }
     const char *bos = chat_format_default_bos(fmt);
-    if (vocab && fmt != CHAT_CHATML && er_vocab_bos(vocab) >= 0) {
+    if (vocab && fmt != CHAT_CHATML && fmt != CHAT_CHATML_PLAIN && er_vocab_bos(vocab) >= 0) {
         const char *t = er_vocab_token_text(vocab, er_vocab_bos(vocab));
         if (t) bos = t;
     }

@@ -13,28 +13,67 @@ static const char QWEN_SYSTEM[] = "You are Qwen, created by Alibaba Cloud. You a
 int chat_format_parse(const char *name)
 {
     if (!strcmp(name, "chatml")) return CHAT_CHATML;
+    if (!strcmp(name, "chatml-plain")) return CHAT_CHATML_PLAIN;
     if (!strcmp(name, "llama3")) return CHAT_LLAMA3;
     if (!strcmp(name, "gemma")) return CHAT_GEMMA;
     return CHAT_UNKNOWN;
 }
 
+static int contains(const char *s, size_t n, const char *needle)
+{
+    const size_t m = strlen(needle);
+    for (size_t i = 0; i + m <= n; i++)
+        if (memcmp(s + i, needle, m) == 0) return 1;
+    return 0;
+}
+
+/* The bare ChatML template, as chat templates usually spell it. */
+static const char PLAIN_CHATML[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/* A template's characters with what does not change its output taken out:
+ * whitespace outside string literals, the kind of quote, and the spelling
+ * of a newline inside one (an escape, or the character itself). */
+typedef struct tmpl_chars { const char *s; size_t n, i; char quote; } tmpl_chars;
+
+static int next_char(tmpl_chars *t)
+{
+    while (t->i < t->n) {
+        const char c = t->s[t->i++];
+        if (!t->quote) {
+            if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+            if (c == '\'' || c == '"') { t->quote = c; return '\''; }
+            return (unsigned char)c;
+        }
+        if (c == t->quote) { t->quote = 0; return '\''; }
+        if (c == '\\' && t->i < t->n && t->s[t->i] == 'n') { t->i++; return '\n'; }
+        return (unsigned char)c;
+    }
+    return -1;
+}
+
+static int is_plain_chatml(const char *tmpl, size_t len)
+{
+    tmpl_chars a = {tmpl, len, 0, 0}, b = {PLAIN_CHATML, sizeof PLAIN_CHATML - 1, 0, 0};
+    for (;;) {
+        const int x = next_char(&a), y = next_char(&b);
+        if (x != y) return 0;
+        if (x < 0) return 1;
+    }
+}
+
 int chat_format_detect(const char *tmpl, size_t len)
 {
-    static const struct { const char *marker; int fmt; } markers[] = {
-        {"<|im_start|>", CHAT_CHATML}, {"<|start_header_id|>", CHAT_LLAMA3}, {"<start_of_turn>", CHAT_GEMMA}};
-    int found = CHAT_UNKNOWN;
-    for (size_t k = 0; k < sizeof markers / sizeof markers[0]; k++) {
-        size_t m = strlen(markers[k].marker);
-        for (size_t i = 0; i + m <= len; i++) {
-            if (memcmp(tmpl + i, markers[k].marker, m) == 0) {
-                /* Two families' markers in one template: not one we can name. */
-                if (found != CHAT_UNKNOWN) return CHAT_UNKNOWN;
-                found = markers[k].fmt;
-                break;
-            }
-        }
-    }
-    return found;
+    const int chatml = contains(tmpl, len, "<|im_start|>"), llama3 = contains(tmpl, len, "<|start_header_id|>"),
+              gemma = contains(tmpl, len, "<start_of_turn>");
+    if (chatml + llama3 + gemma != 1) return CHAT_UNKNOWN; /* none, or two families' markers */
+    if (chatml) return contains(tmpl, len, QWEN_SYSTEM) ? CHAT_CHATML : is_plain_chatml(tmpl, len) ? CHAT_CHATML_PLAIN
+                                                                                                    : CHAT_UNKNOWN;
+    /* Llama 3.0's template has no system turn of its own; 3.1-3.3's always
+     * open with the knowledge cutoff and today's date */
+    if (llama3) return contains(tmpl, len, "Cutting Knowledge Date: December 2023") ? CHAT_LLAMA3 : CHAT_UNKNOWN;
+    return CHAT_GEMMA;
 }
 
 const char *chat_format_default_bos(int fmt)
@@ -91,9 +130,12 @@ long chat_render(int fmt, const chat_render_in *in, char *out, size_t cap)
     size_t sys_len = sys ? strlen(sys) : 0;
     switch (fmt) {
     case CHAT_CHATML:
-        puts_(&o, "<|im_start|>system\n");
-        if (sys) put(&o, sys, sys_len); else puts_(&o, QWEN_SYSTEM);
-        puts_(&o, "<|im_end|>\n");
+    case CHAT_CHATML_PLAIN:
+        if (sys || fmt == CHAT_CHATML) {
+            puts_(&o, "<|im_start|>system\n");
+            if (sys) put(&o, sys, sys_len); else puts_(&o, QWEN_SYSTEM);
+            puts_(&o, "<|im_end|>\n");
+        }
         for (int i = 0; i < in->n_msg; i++) {
             puts_(&o, "<|im_start|>");
             puts_(&o, i % 2 == 0 ? "user" : "assistant");

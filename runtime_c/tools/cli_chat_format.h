@@ -6,13 +6,20 @@
 
 #include <stddef.h>
 
-enum { CHAT_UNKNOWN = 0, CHAT_CHATML, CHAT_LLAMA3, CHAT_GEMMA };
+/* CHAT_CHATML is Qwen2.5's (its default system prompt when none is given),
+ * CHAT_CHATML_PLAIN the bare ChatML template (a system turn only when given). */
+enum { CHAT_UNKNOWN = 0, CHAT_CHATML, CHAT_LLAMA3, CHAT_GEMMA, CHAT_CHATML_PLAIN };
 
-/* "chatml" | "llama3" | "gemma" -> CHAT_*, else CHAT_UNKNOWN. */
+/* "chatml" | "chatml-plain" | "llama3" | "gemma" -> CHAT_*, else CHAT_UNKNOWN. */
 int chat_format_parse(const char *name);
 
-/* The format a Jinja chat template is written for, from its turn markers;
- * CHAT_UNKNOWN when it has none of them, or markers of more than one. */
+/* The format a Jinja chat template renders, when it is one of those above:
+ * ChatML with Qwen2.5's default system prompt, the bare ChatML template,
+ * Llama 3.1+'s headers (with the knowledge-cutoff system turn), Gemma's
+ * turns. CHAT_UNKNOWN otherwise: ChatML markers alone do not say what a
+ * template renders (Qwen3's, SmolLM3's, LFM2's each differ), and a chat
+ * rendered in a format the model was not trained on answers worse with no
+ * error anywhere. */
 int chat_format_detect(const char *tmpl, size_t len);
 
 /* The BOS text the format's template starts with when the vocabulary gives
