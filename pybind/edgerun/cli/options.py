@@ -90,10 +90,12 @@ def apply_pin(args):
     if not getattr(args, "pin", None):
         return None
     cpus = parse_pin(args.pin)
+    have = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     try:
         os.sched_setaffinity(0, set(cpus))
     except (AttributeError, OSError) as e:
-        raise ValueError(f"--pin {args.pin}: cannot run on CPUs {cpus} here: {e}") from None
+        where = f"; this process may run on CPUs {','.join(map(str, have))}" if have else ""
+        raise ValueError(f"--pin {args.pin}: cannot run on CPUs {cpus} here ({e.strerror or e}){where}") from None
     return cpus
 
 
