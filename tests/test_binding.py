@@ -11,6 +11,8 @@ import threading
 
 import pytest
 
+from edgerun import errors as edgerun_errors
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 VECTORS = REPO.parent / "shared" / "data" / "tokenizers" / "vectors"
 FILES = [VECTORS / "ggml-vocab-llama-spm.gguf", VECTORS / "ggml-vocab-qwen2.gguf"]
@@ -89,7 +91,7 @@ def test_kept_buffers_across_lengths_threads_and_types():
     assert not errors, errors[:3]
     assert tok.encode_batch(TEXTS, num_threads=3) == [want[x] for x in TEXTS]
     tok.close()
-    with pytest.raises(ValueError):
+    with pytest.raises(edgerun_errors.StateError, match="closed"):
         tok.encode("hi")
     with pytest.raises(TypeError):
         Tokenizer.from_file(FILES[1]).encode(12)

@@ -64,7 +64,7 @@ def test_python_edges():
     big = "word " * 20000
     assert tok.decode(tok.encode(big, add_special=False)) == big
     tok.close()
-    with pytest.raises(ValueError):
+    with pytest.raises(errors.StateError, match="closed"):
         tok.encode("x")
 
 

@@ -52,6 +52,8 @@ class _Member:
         m = self.model
         m._ptr = None
         m._vocab = None
+        if m._tokenizer is not None:
+            m._tokenizer._invalidate()     # handed out before the swap: its vocabulary went with the model
         m._tokenizer = None
         m._sessions = set()
 
@@ -197,14 +199,21 @@ class LiveModel:
             req.close()
             raise
         stats = {}
+        ids_out = Session._run(req, ids, max_tokens, params, stop_at_eos, decode_last=False, stats=stats)
+        # The request (and so perhaps a swapped-out model, and its vocabulary)
+        # ends after the text: the last pieces are detokenized once the ids
+        # have stopped, by that model's tokenizer.
+        out = finish(req._model, ids_out, text_mode, stops, stream, stats)
+        if not stream:
+            req.close()
+            return out
 
-        def run():
+        def closing():
             try:
-                yield from Session._run(req, ids, max_tokens, params, stop_at_eos, decode_last=False, stats=stats)
+                yield from out
             finally:
                 req.close()
-
-        return finish(req._model, run(), text_mode, stops, stream, stats)
+        return closing()
 
     # ------------------------------------------------------------ facts
     def stats(self):

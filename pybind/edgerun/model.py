@@ -32,9 +32,15 @@ def default_model_path():
         "or train it with `python scripts/train_default_model.py` in a checkout", -2)
 
 
+# [start, end) of the caller-provided arenas of open models (Model(arena=...))
+_ARENAS_IN_USE = set()
+
+
 def aligned_buffer(nbytes):
     """A writable numpy uint8 buffer of exactly `nbytes` whose address is
     64-byte aligned, as a caller-provided arena must be."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+        raise errors.InvalidArgumentError(f"nbytes must be an integer >= 0, got {nbytes!r}", -1)
     raw = np.zeros(nbytes + ARENA_ALIGN, dtype=np.uint8)
     off = (-raw.ctypes.data) % ARENA_ALIGN
     return raw[off:off + nbytes]
@@ -108,6 +114,8 @@ def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=N
             f"ctx_strategy must be one of {', '.join(CTX_STRATEGIES)}, got {ctx_strategy!r}", -1)
     opts.ctx_strategy = CTX_STRATEGIES[ctx_strategy]
     if isa:
+        if not isinstance(isa, str) or "\0" in isa:
+            raise errors.InvalidArgumentError(f"isa must be a kernel table's name, got {isa!r}", -1)
         s = ffi.new("char[]", isa.encode())
         keep.append(s)
         opts.isa = s
@@ -182,15 +190,27 @@ class Model:
                  isa=None, arena=None, trace_events=0, cpu_mask=None, device=None, ctx_strategy="fail",
                  ctx_keep=0):
         self._ptr = None
+        self._arena = None
         self._sessions = set()
         self.path = _path_arg(path)
         opts, self._keep = _options(n_ctx, n_threads, n_batch, n_sessions, kv_type, isa, arena, trace_events,
                                     cpu_mask, device=device, ctx_strategy=ctx_strategy, ctx_keep=ctx_keep)
         self.trace_events = int(trace_events)
         self.ctx_strategy, self.ctx_keep = ctx_strategy, int(ctx_keep)
+        if opts.arena != ffi.NULL:
+            lo = int(ffi.cast("uintptr_t", opts.arena))
+            span = (lo, lo + int(opts.arena_bytes))
+            # Two models in one buffer overwrite each other's weights and
+            # caches: wrong logits at best, a crash at worst.
+            if any(a < span[1] and span[0] < b for a, b in _ARENAS_IN_USE):
+                raise errors.InvalidArgumentError("arena buffer is already the arena of an open model; "
+                                                  "give each model a buffer of its own", -1)
         out = ffi.new("er_model **")
         check(lib.er_model_open(str(self.path).encode(), opts, out))
         self._ptr = out[0]
+        if opts.arena != ffi.NULL:
+            self._arena = span
+            _ARENAS_IN_USE.add(span)
         hp = ffi.new("er_hparams *")
         check(lib.er_model_hparams(self._ptr, hp))
         self._hparams = {
@@ -218,12 +238,13 @@ class Model:
     def close(self):
         if self._ptr is not None:
             if self._tokenizer is not None:
-                self._tokenizer.close()     # its vocab lives in our arena
+                self._tokenizer._invalidate()     # its vocab lives in our arena
             for s in list(self._sessions):
                 lib.er_session_free(s)
             self._sessions.clear()
             lib.er_model_close(self._ptr)
             self._ptr = None
+            _ARENAS_IN_USE.discard(self._arena)
 
     def __enter__(self):
         return self
@@ -366,6 +387,15 @@ class Model:
         return [np.frombuffer(ffi.buffer(out[i], 4 * self.n_vocab), dtype=np.float32).copy() for i in range(n)]
 
     def _ids(self, ids):
+        # int() would take 1.9 as 1, "12" as 12 and the bytes of b"text" as
+        # ids: a prompt of other types is refused, not guessed at
+        if isinstance(ids, (str, bytes, bytearray, memoryview)) or not hasattr(ids, "__iter__"):
+            raise errors.InvalidArgumentError(
+                f"token ids must be a list of integers, got {type(ids).__name__}; text goes in as a str", -1)
+        ids = list(ids)
+        wrong = next((i for i in ids if isinstance(i, bool) or not isinstance(i, (int, np.integer))), None)
+        if wrong is not None:
+            raise errors.InvalidArgumentError(f"token ids must be integers, got {wrong!r}", -1)
         ids = [int(i) for i in ids]
         if not ids:
             raise errors.InvalidArgumentError("the prompt is empty; pass at least one token", -1)

@@ -23,25 +23,43 @@ from ._ffi import check, ffi, lib
 _ER_ECONTEXT = -7
 
 
+def _int_arg(name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise errors.InvalidArgumentError(f"{name} must be an integer, got {v!r}", -1)
+    if not -2**31 <= v < 2**31:
+        raise errors.InvalidArgumentError(f"{name} {v} is out of range", -1)
+    return int(v)
+
+
 def sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, repeat_last_n=0):
-    """An er_sampling* from keyword arguments (the C side checks the ranges)."""
+    """An er_sampling* from keyword arguments, its ranges checked here
+    (er_sampling_check): a mistake raises at the call, before a prompt is
+    prefilled into the cache."""
     params = ffi.new("er_sampling *")
     check(lib.er_sampling_default(params))
+    for name, v in (("temperature", temperature), ("top_p", top_p), ("min_p", min_p),
+                    ("repeat_penalty", repeat_penalty)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise errors.InvalidArgumentError(f"{name} must be a number, got {v!r}", -1)
     params.temperature = float(temperature)
-    params.top_k = int(top_k)
+    params.top_k = _int_arg("top_k", top_k)
     params.top_p = float(top_p)
     params.min_p = float(min_p)
     params.repeat_penalty = float(repeat_penalty)
-    params.repeat_last_n = int(repeat_last_n)
+    params.repeat_last_n = _int_arg("repeat_last_n", repeat_last_n)
+    check(lib.er_sampling_check(params))
     return params
 
 
 def _path(path):
     try:
-        return os.fsencode(os.fspath(path))
+        b = os.fsencode(os.fspath(path))
     except TypeError:
         raise errors.InvalidArgumentError(f"a snapshot path must be a str or os.PathLike, got {path!r}", -1) \
             from None
+    if b"\0" in b:   # C would stop at it and use another file
+        raise errors.InvalidArgumentError(f"a snapshot path must not contain a NUL character, got {path!r}", -1)
+    return b
 
 
 class Session:
@@ -196,11 +214,24 @@ class Session:
                       "prefill_ms": 0.0, "decode_ms": 0.0, "prefill_tokens_per_s": 0.0,
                       "decode_tokens_per_s": 0.0})
         model._stats = stats
-        s = self._live()
+        # A stream is a generator: between two of its tokens the caller may
+        # close the session or the model, or start another generate() on the
+        # session. Each step asks again whether the slot is still this
+        # stream's, since a pointer kept from the start may by then name
+        # freed memory or another session's slot.
+        self._streams = getattr(self, "_streams", 0) + 1
+        mine = self._streams
+
+        def live():
+            if self._streams != mine:
+                raise errors.StateError("a later generate() on this session ended this stream; "
+                                        "finish one stream before starting the next", -10)
+            return self._live()
+
         t0 = time.perf_counter()
         if ids:
             arr = ffi.new("int32_t[]", ids)
-            check(lib.er_decode(s, arr, len(ids), ffi.NULL))
+            check(lib.er_decode(live(), arr, len(ids), ffi.NULL))
             t1 = time.perf_counter()
             stats["prefill_ms"] = (t1 - t0) * 1e3
             stats["prefill_tokens_per_s"] = len(ids) / max(t1 - t0, 1e-9)
@@ -209,7 +240,7 @@ class Session:
         vocab = model._vocab
         n_decoded, decode_s = 0, 0.0
         for i in range(max_tokens):
-            check(lib.er_sample(s, params, tok))
+            check(lib.er_sample(live(), params, tok))
             t = int(tok[0])
             if i == 0:
                 stats["ttft_ms"] = (time.perf_counter() - t0) * 1e3
@@ -222,7 +253,7 @@ class Session:
                 break
             one[0] = t
             ta = time.perf_counter()
-            rc = lib.er_decode(s, one, 1, ffi.NULL)
+            rc = lib.er_decode(live(), one, 1, ffi.NULL)
             if rc == _ER_ECONTEXT:
                 stats["stopped"] = "context"
                 return

@@ -21,6 +21,7 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
+from . import errors
 from ._ffi import ffi, lib, check
 
 # Scratch and output buffers are overwritten by the C side: skip cffi's zeroing.
@@ -115,9 +116,16 @@ class Tokenizer:
         return f"<edgerun.Tokenizer {self.kind} pre={self.pre} n_vocab={self.n_vocab}>"
 
     def close(self):
-        """Releases a file opened by from_file (a no-op for model.tokenizer)."""
+        """Releases a file opened by from_file (a no-op for model.tokenizer,
+        which lives as long as its model: `with m.tokenizer as t:` must not
+        take the model's text API with it)."""
         if isinstance(self._owner, _OpenedModel):
             self._owner.close()
+            self._v = None
+
+    def _invalidate(self):
+        """The vocabulary's memory is gone (its model closed, or swapped out
+        of a LiveModel): later calls raise instead of reading freed memory."""
         self._v = None
 
     def __enter__(self):
@@ -128,7 +136,8 @@ class Tokenizer:
 
     def _vocab(self):
         if self._v is None:
-            raise ValueError("tokenizer is closed")
+            raise errors.StateError("the tokenizer is closed, or the model it came from is; "
+                                    "take it from an open model (or Tokenizer.from_file)", -10)
         return self._v
 
     # ---- encoding -----------------------------------------------------------

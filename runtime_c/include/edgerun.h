@@ -421,6 +421,12 @@ ER_API int er_sample(er_session *session, const er_sampling *params, int32_t *id
 /* Default sampling parameters (greedy, everything off). */
 ER_API int er_sampling_default(er_sampling *params);
 
+/* Checks params as er_sample would, without a session: a caller can refuse
+ * bad sampling before it prefills a prompt (whose tokens would otherwise be
+ * in the cache when er_sample fails). Errors: ER_EINVAL naming the field and
+ * its range (NULL is greedy: ER_OK). */
+ER_API int er_sampling_check(const er_sampling *params);
+
 /* ---- snapshots ---------------------------------------------------------- */
 
 /* A 64-bit fingerprint of the model: FNV-1a over the hyper-parameters, the

@@ -95,6 +95,8 @@ static int check_params(const er_sampling *p) {
     return ER_OK;
 }
 
+int er_sampling_check(const er_sampling *p) { return p ? check_params(p) : ER_OK; }
+
 int32_t er_sample_ranked(er_session *s, const er_sampling *p, float *cp, const int32_t *ci, int n) {
     float mx = cp[0];
     double sum = 0.0;

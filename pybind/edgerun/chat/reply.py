@@ -80,6 +80,12 @@ class Turn:
         self._finish()
 
     def _run(self):
+        if self.settled:
+            # a later send() settled this turn before its first token, taking
+            # its user message back out: running it now would answer a
+            # message the conversation no longer holds
+            raise errors.StateError("this reply was dropped when a later send() began; iterate a stream "
+                                    "before the next send()", -10)
         self.started = True
         chat = self.chat
         try:
@@ -122,6 +128,7 @@ class Turn:
         decode_s, n_decoded = 0.0, 0
         self.stopped = "max_tokens"
         for i in range(self.max_tokens):
+            s = chat._live()                      # closed between two tokens: StateError, not freed memory
             check(lib.er_sample(s, self.params, tok))
             t = int(tok[0])
             if i == 0:
@@ -145,6 +152,7 @@ class Turn:
             one[0] = t
             chat._cache.append(t)
             ta = time.perf_counter()
+            s = chat._live()
             rc = lib.er_decode(s, one, 1, ffi.NULL)
             if rc == _ER_ECONTEXT:
                 chat._cache.pop()

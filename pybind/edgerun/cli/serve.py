@@ -78,7 +78,7 @@ def main(args):
         template = pathlib.Path(args.chat_template).read_text(encoding="utf-8")
     # Bound before the model loads: a busy port fails at once rather than
     # after seconds of loading, and the banner can give the port that --port 0
-    # got. Nothing accepts until the server runs; a client meanwhile is refused.
+    # got. A client that connects meanwhile waits until the server runs.
     sockets = listen(args.host, args.port)
     try:
         if args.config is not None:

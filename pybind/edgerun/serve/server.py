@@ -42,7 +42,8 @@ def _bind_error(exc, host, port):
 
 def listen(host="127.0.0.1", port=8080):
     """The sockets to serve host:port from, one per address the host resolves
-    to (localhost may be both 127.0.0.1 and ::1), bound but not yet accepting.
+    to (localhost may be both 127.0.0.1 and ::1), bound and listening; the
+    connections that arrive before the server runs wait to be accepted.
 
     Binding here rather than inside uvicorn turns a busy port or a bad host
     into an OSError whose text is one line for the user (uvicorn logs it and
@@ -70,6 +71,10 @@ def listen(host="127.0.0.1", port=8080):
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             try:
                 sock.bind(addr)
+                # Listening from here on: a client that read the banner and
+                # connects before uvicorn takes the socket over waits in the
+                # backlog instead of being refused (uvicorn's own backlog).
+                sock.listen(2048)
             except OSError as e:
                 raise OSError(_bind_error(e, host, addr[1])) from e
     except BaseException:
