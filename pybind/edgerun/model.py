@@ -181,10 +181,16 @@ class Model:
     given as a bit mask or CPU numbers, e.g. a board's big cores:
     Board.cpus("big").
     ctx_strategy says what a session that fills n_ctx does: "fail" (a
-    ContextError), "slide" (keep the first ctx_keep tokens and the most
-    recent half of the rest, the cache re-rotated in place) or
-    "slide_prefill" (the same tokens, prefilled again); edgerun.h,
-    ER_CTX_SLIDE."""
+    prompt that does not fit raises ContextFullError; generate() stops at
+    the last position, stats()["stopped"] == "context"), "slide" (keep the
+    first ctx_keep tokens and the most recent half of the rest, the cache
+    re-rotated in place) or "slide_prefill" (the same tokens, prefilled
+    again); edgerun.h, ER_CTX_SLIDE.
+
+    Threads: sessions are one thread's each; close() must not run while
+    another thread is inside a call on the model, its sessions or its
+    tokenizer (it frees what that call reads). Finish or join them first;
+    a stream left open is fine, its next step raises StateError."""
 
     def __init__(self, path=None, n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32",
                  isa=None, arena=None, trace_events=0, cpu_mask=None, device=None, ctx_strategy="fail",

@@ -328,7 +328,9 @@ int er_plan_file(const gguf_file *f, const er_options *opts, er_hparams *hp, er_
             return er_fail(ER_EINVAL, "ctx_strategy %d is not ER_CTX_FAIL (0), ER_CTX_SLIDE (1) or ER_CTX_SLIDE_PREFILL (2)",
                            o.ctx_strategy);
         /* a slide must forget at least one token: two or more beyond the kept ones */
-        if (o.ctx_keep < 0 || (o.ctx_strategy != ER_CTX_FAIL && o.ctx_keep > d->n_ctx - 2))
+        if (o.ctx_strategy != ER_CTX_FAIL && d->n_ctx < 2)
+            return er_fail(ER_EINVAL, "a sliding context needs n_ctx >= 2, got %d", d->n_ctx);
+        if (o.ctx_keep < 0 || (o.ctx_keep > 0 && o.ctx_keep > d->n_ctx - 2))
             return er_fail(ER_EINVAL, "ctx_keep %d is out of range [0, n_ctx - 2 = %d]", o.ctx_keep, d->n_ctx - 2);
         /* LongRoPE: the long factors when the context exceeds the original
          * one (llama.cpp's choice; transformers switches per call on the
