@@ -128,3 +128,13 @@ def test_a_nul_in_a_path_or_name_is_refused(tmp_path):
         assert not (tmp_path / "a").exists()
     with pytest.raises(errors.InvalidArgumentError):
         edgerun.Model(isa="generic\0junk")
+
+
+@pytest.mark.parametrize("value", [b"hi", {1, 2}, object()])
+def test_a_chat_value_of_another_type_is_refused_not_printed(value):
+    """The template would have printed "<bytes>" and the like into the prompt."""
+    from edgerun.chat import render
+    with pytest.raises(errors.InvalidArgumentError, match="holds a"):
+        render("{{ messages[0].content }}", [{"role": "user", "content": value}])
+    with pytest.raises(errors.InvalidArgumentError, match="holds a"):
+        render("{{ x }}", [{"role": "user", "content": "hi"}], x=value)

@@ -158,7 +158,11 @@ def _plain(value):
     item = getattr(value, "item", None)          # numpy scalars
     if callable(item) and type(value).__module__ == "numpy":
         return _plain(item())
-    return f"<{type(value).__name__}>"
+    # bytes, dates, sets, objects: a template would print something the
+    # caller never meant the model to read; say so instead
+    raise errors.InvalidArgumentError(
+        f"a chat message or template variable holds a {type(value).__name__}; pass str, numbers, bools, "
+        "None, lists and dicts of them", -1)
 
 
 def _messages(messages):
@@ -216,8 +220,9 @@ def render(template, messages, add_generation_prompt=True, bos_token=None, eos_t
     for reserved in ("messages", "tools", "documents", "add_generation_prompt"):
         if reserved in names:
             raise errors.InvalidArgumentError(f"{reserved!r} is a parameter of render(), not a template variable", -1)
+    tools, documents, names = _plain(tools), _plain(documents), _plain(names)   # the caller's mistakes, not the template's
     try:
-        return compiled.render(messages=chat, tools=_plain(tools), documents=_plain(documents),
-                               add_generation_prompt=add_generation_prompt, **_plain(names))
+        return compiled.render(messages=chat, tools=tools, documents=documents,
+                               add_generation_prompt=add_generation_prompt, **names)
     except Exception as e:
         raise errors.ChatTemplateError(f"the chat template failed: {_describe(e)}") from e
