@@ -220,7 +220,8 @@ def render(template, messages, add_generation_prompt=True, bos_token=None, eos_t
     for reserved in ("messages", "tools", "documents", "add_generation_prompt"):
         if reserved in names:
             raise errors.InvalidArgumentError(f"{reserved!r} is a parameter of render(), not a template variable", -1)
-    tools, documents, names = _plain(tools), _plain(documents), _plain(names)   # the caller's mistakes, not the template's
+    # a value of the caller's the template cannot take is the caller's mistake, not the template's
+    tools, documents, names = _plain(tools), _plain(documents), _plain(names)
     try:
         return compiled.render(messages=chat, tools=tools, documents=documents,
                                add_generation_prompt=add_generation_prompt, **names)
