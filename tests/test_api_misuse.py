@@ -138,3 +138,22 @@ def test_a_chat_value_of_another_type_is_refused_not_printed(value):
         render("{{ messages[0].content }}", [{"role": "user", "content": value}])
     with pytest.raises(errors.InvalidArgumentError, match="holds a"):
         render("{{ x }}", [{"role": "user", "content": "hi"}], x=value)
+
+
+def test_a_conversation_file_that_cannot_render_is_refused_before_loading(tmp_path):
+    import json
+    from edgerun.chat import sidecar
+    tmpl = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    with edgerun.Model() as m:
+        c = m.chat_session(chat_template=tmpl)
+        c.send("hi", max_tokens=2)
+        c.save(tmp_path / "chat.snap")
+        side = sidecar.path_of(tmp_path / "chat.snap")
+        doc = json.loads(side.read_text())
+        doc["variables"] = {"messages": 1}
+        side.write_text(json.dumps(doc))
+        before = (list(c._cache), c.stats()["messages"])
+        with pytest.raises(errors.CorruptModelError, match="does not render"):
+            c.load(tmp_path / "chat.snap")
+        assert (list(c._cache), c.stats()["messages"]) == before
+        assert isinstance(c.send("more", max_tokens=2), str)

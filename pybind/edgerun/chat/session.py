@@ -259,8 +259,11 @@ class ChatSession:
     def load(self, path):
         """Replaces the conversation and the runtime session with a save()d
         pair. Refused, with the session unchanged: MismatchError (another
-        model), CorruptModelError (a damaged file, or snapshot and conversation
-        from different saves), FileAccessError (a file missing)."""
+        model), CorruptModelError (a damaged file, snapshot and conversation
+        from different saves, a conversation its template cannot render),
+        FileAccessError (a file missing). One case leaves the session empty
+        instead: a conversation whose token count differs from the snapshot
+        it names by checksum, which only an edited file gives."""
         self._settle()
         path = pathlib.Path(os.fspath(path))
         side = sidecar.path_of(path)
@@ -289,13 +292,21 @@ class ChatSession:
             raise errors.CorruptModelError(
                 f"{path} is not the snapshot {side.name} was saved with (SHA-256 differs): the pair comes from two "
                 "different saves", -3)
+        # the conversation must render with its own template and variables
+        # before anything of this chat changes: a file that loads and then
+        # fails at every send() is worse than one refused here
+        try:
+            render(doc["template"], doc["messages"], add_generation_prompt=False, tools=doc["tools"],
+                   **{**special_tokens(self.model), **doc["variables"]})
+        except (errors.ChatTemplateError, errors.InvalidArgumentError, TypeError) as e:
+            raise errors.CorruptModelError(f"{side}: its conversation does not render with its template ({e})",
+                                           -3) from None
         self._session.load(path)
         if self._session.pos != len(doc["tokens"]):
             check(lib.er_session_reset(self._live()))
             self._cache = []
             raise errors.CorruptModelError(
                 f"{path} holds {self._session.pos} tokens, its conversation says {len(doc['tokens'])}", -3)
-        compile_template(doc["template"])
         self.template = doc["template"]
         self.variables = dict(doc["variables"])
         self.tools = doc["tools"]
