@@ -79,12 +79,17 @@ def served_process(*args, timeout=60):
             time.sleep(0.1)
         yield proc, base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
+
+
+def stop(proc):
+    """SIGTERM, as a service manager stops the server; SIGKILL after 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 _http = None

@@ -13,7 +13,7 @@ import sys
 import httpx
 import pytest
 
-from serve_helpers import REPO, need_serve
+from serve_helpers import REPO, need_serve, stop
 
 need_serve()
 
@@ -77,12 +77,7 @@ def test_port_0_banner_names_the_port():
         r = httpx.get(f"http://127.0.0.1:{port}/health", timeout=30)
         assert r.status_code == 200 and r.json()["model"] == "edgerun-add", r.text
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     assert proc.returncode == -signal.SIGTERM, proc.stderr.read()
 
 
