@@ -157,3 +157,22 @@ def test_a_conversation_file_that_cannot_render_is_refused_before_loading(tmp_pa
             c.load(tmp_path / "chat.snap")
         assert (list(c._cache), c.stats()["messages"]) == before
         assert isinstance(c.send("more", max_tokens=2), str)
+
+
+def test_a_chat_that_json_cannot_hold_is_refused_before_its_snapshot_is_written(tmp_path):
+    with edgerun.Model() as m:
+        c = m.chat_session(chat_template="{% for m in messages %}{{ m.content }}{% endfor %}")
+        c.send("hi", max_tokens=2)
+        c.totals["note"] = object()      # what JSON cannot hold
+        with pytest.raises(errors.InvalidArgumentError, match="cannot be saved as JSON"):
+            c.save(tmp_path / "chat.snap")
+        assert not (tmp_path / "chat.snap").exists()
+
+
+def test_live_model_checks_the_seed_as_a_session_does():
+    with edgerun.LiveModel.open() as live:
+        for seed in (1.5, True, "1"):
+            with pytest.raises(errors.InvalidArgumentError, match="seed must be an integer"):
+                live.generate(P, seed=seed)
+        assert live.stats()["sessions_active"] == 0
+        assert live.generate(P, seed=3, max_tokens=8) == "64000"

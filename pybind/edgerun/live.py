@@ -194,7 +194,7 @@ class LiveModel:
             text_mode, ids, stops = prepare(req._model, prompt, max_tokens, stop, add_special)
             params = sampling(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n)
             if seed is not None:
-                check(lib.er_session_seed(req._ptr, int(seed) & 0xFFFFFFFFFFFFFFFF))
+                Session.seed(req, seed)          # the same check of the seed as a Session's
         except BaseException:
             req.close()
             raise

@@ -249,11 +249,13 @@ class ChatSession:
         path = pathlib.Path(os.fspath(path))
         self._sync()
         self._forget_if_moved()
-        self._session.save(path)
         doc = {"format": sidecar.FORMAT, "version": sidecar.VERSION,
-               "model_fingerprint": f"{self.model.fingerprint:016x}", "snapshot_sha256": sidecar.sha256(path),
+               "model_fingerprint": f"{self.model.fingerprint:016x}", "snapshot_sha256": None,
                "template": self.template, "variables": self.variables, "tools": self.tools,
                "messages": self._messages, "tokens": self._cache, "totals": self.totals}
+        sidecar.encode(doc)     # a value JSON cannot hold fails here, before the snapshot is written
+        self._session.save(path)
+        doc["snapshot_sha256"] = sidecar.sha256(path)
         sidecar.write(sidecar.path_of(path), doc)
 
     def load(self, path):

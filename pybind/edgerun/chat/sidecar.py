@@ -26,13 +26,17 @@ def sha256(path):
     return h.hexdigest()
 
 
-def write(path, doc):
-    """Writes the conversation `doc` to `path` as JSON, atomically."""
+def encode(doc):
+    """The conversation `doc` as JSON bytes, or InvalidArgumentError."""
     try:
-        text = json.dumps(doc, ensure_ascii=False)
+        return json.dumps(doc, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as e:
         raise errors.InvalidArgumentError(f"the conversation cannot be saved as JSON: {e}", -1) from None
-    write_atomic(path, text.encode("utf-8"))
+
+
+def write(path, doc):
+    """Writes the conversation `doc` to `path` as JSON, atomically."""
+    write_atomic(path, encode(doc))
 
 
 def write_atomic(path, data):
