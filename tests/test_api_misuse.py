@@ -176,3 +176,16 @@ def test_live_model_checks_the_seed_as_a_session_does():
                 live.generate(P, seed=seed)
         assert live.stats()["sessions_active"] == 0
         assert live.generate(P, seed=3, max_tokens=8) == "64000"
+
+
+def test_arguments_of_the_wrong_type_get_typed_errors():
+    with edgerun.Model() as m, m.session() as s:
+        for call in (lambda: m.generate(P, stop=5), lambda: m.generate(P, stop=[None]),
+                     lambda: m.generate(None), lambda: m.generate(P, temperature=None),
+                     lambda: m.tokenizer.decode([2**31]), lambda: m.tokenizer.piece(2**40),
+                     lambda: s.truncate(2**31)):
+            with pytest.raises(errors.InvalidArgumentError):
+                call()
+        with pytest.raises(errors.InvalidArgumentError):
+            edgerun.Model(kv_type=["f32"])
+        assert m.generate(P, stop="") == m.generate(P) == "64000"

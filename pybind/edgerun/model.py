@@ -106,7 +106,7 @@ def _options(n_ctx=0, n_threads=1, n_batch=0, n_sessions=1, kv_type="f32", isa=N
         if v > top:
             raise errors.InvalidArgumentError(f"{name} {v} is out of range [0, {top}]", -1)
         setattr(opts, name, int(v))
-    if kv_type not in _KV_TYPES:
+    if not isinstance(kv_type, str) or kv_type not in _KV_TYPES:
         raise errors.InvalidArgumentError(f"kv_type must be 'f32' or 'f16', got {kv_type!r}", -1)
     opts.kv_type = _KV_TYPES[kv_type]
     if ctx_strategy not in CTX_STRATEGIES:

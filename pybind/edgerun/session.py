@@ -125,9 +125,7 @@ class Session:
         prefilled again). UnsupportedError where the model's sliding-window
         rings or convolution state no longer hold what position n reads
         (nothing changes; reset and prefill instead)."""
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
-            raise errors.InvalidArgumentError(f"n must be an integer, got {n!r}", -1)
-        check(lib.er_session_truncate(self._live(), int(n)))
+        check(lib.er_session_truncate(self._live(), _int_arg("n", n)))
 
     def seed(self, n):
         """Seeds the sampler (the same seed gives the same tokens)."""
@@ -280,7 +278,10 @@ def prepare(model, prompt, max_tokens, stop, add_special, allow_empty=False):
         ids = []
     else:
         ids = model._ids(model._encode(prompt, add_special) if text_mode else prompt)
-    return text_mode, ids, list(stop or [])
+    stop = list(stop) if isinstance(stop, (list, tuple)) else [] if stop is None else [stop]
+    if not all(isinstance(x, str) for x in stop):
+        raise errors.InvalidArgumentError(f"stop must be a string or a list of strings, got {stop!r}", -1)
+    return text_mode, ids, [x for x in stop if x]     # "" stops nothing (StopCut, the server's too)
 
 
 def finish(model, id_gen, text_mode, stops, stream, stats, continuing=False):

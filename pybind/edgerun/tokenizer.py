@@ -24,6 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from . import errors
 from ._ffi import ffi, lib, check
 
+def _id32(id):
+    """A token id as the C side takes it (int32); past that range no id exists."""
+    v = int(id)
+    if not -2**31 <= v < 2**31:
+        raise errors.InvalidArgumentError(f"token id {v} is out of range", -1)
+    return v
+
+
 # Scratch and output buffers are overwritten by the C side: skip cffi's zeroing.
 _alloc = ffi.new_allocator(should_clear_after_alloc=False)
 
@@ -216,7 +224,10 @@ class Tokenizer:
     def decode_bytes(self, ids, skip_special: bool = False) -> bytes:
         v = self._vocab()
         ids = [int(i) for i in ids]
-        arr = ffi.new("int32_t[]", ids) if ids else ffi.NULL
+        try:
+            arr = ffi.new("int32_t[]", ids) if ids else ffi.NULL
+        except (OverflowError, TypeError) as e:    # an id past int32, or not an integer
+            raise errors.InvalidArgumentError(f"token ids must be integers in the vocabulary: {e}", -1) from None
         n_out = ffi.new("size_t *")
         cap = 8 * len(ids) + 16
         for _ in range(2):
@@ -232,14 +243,14 @@ class Tokenizer:
 
     def piece(self, id: int) -> str:
         """The token's text as stored in the file ("▁Hello", "Ġworld", "<0x0A>")."""
-        p = lib.er_vocab_token_text(self._vocab(), int(id))
+        p = lib.er_vocab_token_text(self._vocab(), _id32(id))
         if p == ffi.NULL:
             raise IndexError(f"token id {id} is out of range for a vocabulary of {self.n_vocab}")
         return ffi.string(p).decode("utf-8", "replace")
 
     def is_eog(self, id: int) -> bool:
         """True for end-of-generation ids (EOS, EOT, <|im_end|>, ...)."""
-        return bool(lib.er_vocab_is_eog(self._vocab(), int(id)))
+        return bool(lib.er_vocab_is_eog(self._vocab(), _id32(id)))
 
     def stream_decoder(self) -> "StreamDecoder":
         return StreamDecoder(self)
