@@ -179,7 +179,7 @@ def test_live_model_checks_the_seed_as_a_session_does():
 
 
 def test_arguments_of_the_wrong_type_get_typed_errors():
-    with edgerun.Model() as m, m.session() as s:
+    with edgerun.Model(n_sessions=2) as m, m.session() as s:
         for call in (lambda: m.generate(P, stop=5), lambda: m.generate(P, stop=[None]),
                      lambda: m.generate(None), lambda: m.generate(P, temperature=None),
                      lambda: m.tokenizer.decode([2**31]), lambda: m.tokenizer.piece(2**40),
