@@ -99,7 +99,9 @@ typedef struct er_options {
     int32_t vocab_only;   /* 1: open only the tokenizer (vocabulary-only GGUF files) */
     size_t arena_bytes;   /* with arena != NULL: size of the caller's buffer */
     void *arena;          /* NULL: er_model_open allocates; else caller-owned, 64-byte aligned,
-                             must outlive the model */
+                             must outlive the model, and is the arena of this model only (two
+                             open models in one buffer overwrite each other's weights and caches;
+                             the Python binding refuses that, C does not track its callers' buffers) */
     const char *isa;      /* NULL/"" = best for this CPU (or $EDGERUN_ISA); "generic", ...;
                              "cuda" = the CUDA backend on GPU 0 (a build with -Dcuda=enabled and a
                              GPU + driver; otherwise ER_EUNSUPPORTED saying which is missing; also
