@@ -189,3 +189,12 @@ def test_arguments_of_the_wrong_type_get_typed_errors():
         with pytest.raises(errors.InvalidArgumentError):
             edgerun.Model(kv_type=["f32"])
         assert m.generate(P, stop="") == m.generate(P) == "64000"
+
+
+def test_chat_takes_the_arguments_generate_takes():
+    import numpy as np
+    with edgerun.Model() as m:
+        c = m.chat_session(chat_template="{% for m in messages %}{{ m.content }}{% endfor %}")
+        assert isinstance(c.send(P, max_tokens=np.int64(3)), str)
+        with pytest.raises(errors.InvalidArgumentError, match="stop must be"):
+            c.send(P, stop=5)

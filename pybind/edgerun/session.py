@@ -270,18 +270,26 @@ def prepare(model, prompt, max_tokens, stop, add_special, allow_empty=False):
     text_mode = isinstance(prompt, str)
     if stop and not text_mode:
         raise errors.InvalidArgumentError("stop strings need a text prompt; with ids, stop on ids yourself", -1)
-    if isinstance(stop, str):
-        stop = [stop]
-    if not isinstance(max_tokens, (int, np.integer)) or isinstance(max_tokens, bool) or max_tokens < 0:
-        raise errors.InvalidArgumentError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", -1)
+    check_max_tokens(max_tokens)
     if allow_empty and (prompt is None or len(prompt) == 0):
         ids = []
     else:
         ids = model._ids(model._encode(prompt, add_special) if text_mode else prompt)
+    return text_mode, ids, stop_strings(stop)
+
+
+def check_max_tokens(max_tokens):
+    if not isinstance(max_tokens, (int, np.integer)) or isinstance(max_tokens, bool) or max_tokens < 0:
+        raise errors.InvalidArgumentError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", -1)
+
+
+def stop_strings(stop):
+    """generate()'s stop argument (None, a string, or a list of them) as a list;
+    "" stops nothing (StopCut drops it, as the server does)."""
     stop = list(stop) if isinstance(stop, (list, tuple)) else [] if stop is None else [stop]
     if not all(isinstance(x, str) for x in stop):
         raise errors.InvalidArgumentError(f"stop must be a string or a list of strings, got {stop!r}", -1)
-    return text_mode, ids, [x for x in stop if x]     # "" stops nothing (StopCut, the server's too)
+    return [x for x in stop if x]
 
 
 def finish(model, id_gen, text_mode, stops, stream, stats, continuing=False):

@@ -23,6 +23,7 @@ import pathlib
 
 from .. import errors
 from .._ffi import check, lib
+from ..session import check_max_tokens, stop_strings
 from . import sidecar
 from .model_info import encode_prompt, model_template, special_tokens, tokenizer_of
 from .reply import Turn, sampling_params
@@ -149,10 +150,9 @@ class ChatSession:
                repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, stream=False):
         self._live()
         self._settle()
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
-            raise errors.InvalidArgumentError(f"max_tokens must be an integer >= 0, got {max_tokens!r}", -1)
+        check_max_tokens(max_tokens)
         params = sampling_params(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n)
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        stops = stop_strings(stop)
         if message is not None:
             self._messages.append(message)
         try:
