@@ -65,6 +65,7 @@ class _Request:
     def __init__(self, live):
         self._owner = live        # keeps the handle alive while the request is
         self._ptr = None
+        self._streams = 0         # as Session's: Session._run counts on it
         self._member = live._acquire(self)
         self._model = self._member.model
 

@@ -70,6 +70,7 @@ class Session:
         self._model = model
         self._ptr = None
         self._stats = {}
+        self._streams = 0                 # generate() calls started: the latest owns the slot (_run)
         self._ptr = model._session()      # BusyError when every slot is taken
         self.n_ctx = int(check(lib.er_session_n_ctx(self._ptr)))
 
@@ -217,7 +218,7 @@ class Session:
         # session. Each step asks again whether the slot is still this
         # stream's, since a pointer kept from the start may by then name
         # freed memory or another session's slot.
-        self._streams = getattr(self, "_streams", 0) + 1
+        self._streams += 1
         mine = self._streams
 
         def live():
