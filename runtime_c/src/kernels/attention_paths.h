@@ -204,7 +204,7 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
  *   ER_ATTENTION_SUMS_WALK  (out, sc, n_kv, vb, nkv, group, row_bytes,
  *       head_dim, f16): each query's softmax, then its sums over every V row.
  * kb and vb are unsigned char pointers. The table supplies, always-inline,
- * with c (1-3) and f16 constant arguments:
+ * with c (1 to MAXC) and f16 constant arguments:
  *   SCORES(sc, n_kv, q, kh, row_bytes, t, head_dim, scale, c, f16)
  *       the scores of c query heads (sc and q at the first) for rows
  *       [t, t + 8) of K/V head kh;
@@ -214,6 +214,10 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
  *       last block of 8;
  *   SOFTMAX(x, n);
  *   PREFETCH_L2(p, n)  [p, p + n) towards L2.
+ * MAXC (2-4), the most query heads of one K/V head per SCORES or SUMS
+ * call, is what the table's registers hold: the group goes MAXC at a time,
+ * then the rest. A query's result does not depend on the queries beside
+ * it, so every MAXC gives the same floats.
  * Blocks of 8 rows start at multiples of 8 whatever t0 is, and the rows
  * after the last whole block take DOT, so scores over [0, n_kv) in one call
  * or in several ranges are the same floats: forward.c splits a decode
@@ -234,14 +238,16 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
  * leaves its buffer. */
 #define ER_ATT_FIRST3(p, stride, c) {(p), (c) > 1 ? (p) + (stride) : (p), (c) > 2 ? (p) + 2 * (size_t)(stride) : (p)}
 
-#define ER_ATT_BY_THREES_(F, ...)                                                                                  \
-    switch (group - i_ < 3 ? group - i_ : 3) {                                                                     \
+/* F for the next min(group - i_, MAXC) query heads, that count a constant */
+#define ER_ATT_BY_GROUPS_(MAXC, F, ...)                                                                            \
+    switch (group - i_ < (MAXC) ? group - i_ : (MAXC)) {                                                           \
     case 1: F(__VA_ARGS__, 1, f16); break;                                                                         \
     case 2: F(__VA_ARGS__, 2, f16); break;                                                                         \
-    default: F(__VA_ARGS__, 3, f16); break;                                                                        \
+    case 3: F(__VA_ARGS__, (MAXC) > 2 ? 3 : 2, f16); break;                                                        \
+    default: F(__VA_ARGS__, (MAXC) > 3 ? 4 : (MAXC) > 2 ? 3 : 2, f16); break;                                      \
     }
 
-#define ER_ATTENTION_SCORES_WALK(SCORES, DOT, PREFETCH_L2)                                                         \
+#define ER_ATTENTION_SCORES_WALK(MAXC, SCORES, DOT, PREFETCH_L2)                                                   \
     do {                                                                                                           \
         const size_t hb_ = (size_t)head_dim * (f16 ? 2 : 4); /* a head's bytes in a row */                         \
         const size_t hq_ = (size_t)group * head_dim, hs_ = (size_t)group * n_kv; /* a K/V head's queries, scores */ \
@@ -252,8 +258,8 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
                 const unsigned char *kh_ = kb + (size_t)h_ * hb_;                                                  \
                 if (t_ + ahead_ < t1)                                                                              \
                     for (int r_ = 0; r_ < 8; r_++) PREFETCH_L2(kh_ + (size_t)(t_ + ahead_ + r_) * row_bytes, hb_); \
-                for (int i_ = 0; i_ < group; i_ += 3) {                                                            \
-                    ER_ATT_BY_THREES_(SCORES, sc + h_ * hs_ + (size_t)i_ * n_kv, n_kv,                             \
+                for (int i_ = 0; i_ < group; i_ += (MAXC)) {                                                       \
+                    ER_ATT_BY_GROUPS_(MAXC, SCORES, sc + h_ * hs_ + (size_t)i_ * n_kv, n_kv,                       \
                                       q + h_ * hq_ + (size_t)i_ * head_dim, kh_, row_bytes, t_, head_dim, scale)   \
                 }                                                                                                  \
             }                                                                                                      \
@@ -264,7 +270,7 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
                                 q + (size_t)i_ * head_dim, f16);                                                   \
     } while (0)
 
-#define ER_ATTENTION_SUMS_WALK(SUMS, SOFTMAX, PREFETCH_L2)                                                         \
+#define ER_ATTENTION_SUMS_WALK(MAXC, SUMS, SOFTMAX, PREFETCH_L2)                                                   \
     do {                                                                                                           \
         const size_t hb_ = (size_t)head_dim * (f16 ? 2 : 4);                                                       \
         const size_t hq_ = (size_t)group * head_dim, hs_ = (size_t)group * n_kv;                                   \
@@ -277,8 +283,9 @@ static inline int er_att_path(const int *n_kv, int nq, int head_dim, int lanes) 
                 const unsigned char *vh_ = vb + (size_t)h_ * hb_;                                                  \
                 if (t0_ + ahead_ < n_kv)                                                                           \
                     for (int r_ = 0; r_ < 8; r_++) PREFETCH_L2(vh_ + (size_t)(t0_ + ahead_ + r_) * row_bytes, hb_); \
-                for (int i_ = 0; i_ < group; i_ += 3) {                                                            \
-                    ER_ATT_BY_THREES_(SUMS, out + h_ * hq_ + (size_t)i_ * head_dim, sc + h_ * hs_ + (size_t)i_ * n_kv, \
+                for (int i_ = 0; i_ < group; i_ += (MAXC)) {                                                       \
+                    ER_ATT_BY_GROUPS_(MAXC, SUMS, out + h_ * hq_ + (size_t)i_ * head_dim,                          \
+                                      sc + h_ * hs_ + (size_t)i_ * n_kv,                                           \
                                       n_kv, vh_, row_bytes, t0_, t1_, head_dim)                                    \
                 }                                                                                                  \
             }                                                                                                      \

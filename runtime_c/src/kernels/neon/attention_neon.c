@@ -303,12 +303,12 @@ static AI void heads_sums(float *out, const float *sc, int n_kv, const unsigned 
 
 static AI void scores_x4(float *sc, const float *q, int n_kv, int t0, int t1, const unsigned char *kb, int nkv,
                          int group, float scale, size_t row_bytes, int head_dim, const int f16) {
-    ER_ATTENTION_SCORES_WALK(heads_scores, dot1, prefetch_l2);
+    ER_ATTENTION_SCORES_WALK(3, heads_scores, dot1, prefetch_l2);
 }
 
 static AI void sums_x4(float *out, float *sc, int n_kv, const unsigned char *vb, int nkv, int group, size_t row_bytes,
                        int head_dim, const int f16) {
-    ER_ATTENTION_SUMS_WALK(heads_sums, er_neon_softmax, prefetch_l2);
+    ER_ATTENTION_SUMS_WALK(3, heads_sums, er_neon_softmax, prefetch_l2);
 }
 
 void er_neon_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
