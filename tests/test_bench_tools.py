@@ -1,6 +1,7 @@
 """The C benchmark tools under scripts/ that docs/PERFORMANCE.md cites for its
-figures still build (warnings as errors) and run: kernel_stream.c against the
-build's static library, vnni_ports.c on its own. They are not part of the
+figures still build (warnings as errors) and run: kernel_stream.c and
+attention_stream.c against the build's static library, vnni_ports.c on its
+own. They are not part of the
 runtime, so without this nothing would notice a kernel-table change that
 breaks them until someone tries to re-measure. Nothing here is timed."""
 import os
@@ -39,13 +40,7 @@ def test_kernel_stream_repacked_and_file_layout_agree(tmp_path):
     the two layouts compute it bit for bit (test_repack's claim, seen
     through the tool)."""
     _x86_flags()
-    lib = pathlib.Path(os.environ.get("EDGERUN_LIB", "")).parent / "libedgerun_internal.a"
-    if not lib.is_file():
-        pytest.skip(f"needs the build's {lib.name}")
-    exe = tmp_path / "kernel_stream"
-    subprocess.run([_cc(), *CFLAGS, f"-I{REPO}/runtime_c/include", f"-I{REPO}/runtime_c/src",
-                    str(REPO / "scripts" / "kernel_stream.c"), str(lib), "-lm", "-pthread", "-o", str(exe)],
-                   check=True, timeout=300)
+    exe = _build_against_lib(tmp_path, "kernel_stream")
     with edgerun.Model() as m:
         isa = m.isa
     if isa == "generic":
@@ -61,6 +56,42 @@ def test_kernel_stream_repacked_and_file_layout_agree(tmp_path):
     assert y0[0] == y0[1]
     bad = subprocess.run([str(exe), isa, "q9_9", "64", "512", "1", "1"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "bad type" in bad.stderr
+
+
+def _build_against_lib(tmp_path, name):
+    lib = pathlib.Path(os.environ.get("EDGERUN_LIB", "")).parent / "libedgerun_internal.a"
+    if not lib.is_file():
+        pytest.skip(f"needs the build's {lib.name}")
+    exe = tmp_path / name
+    subprocess.run([_cc(), *CFLAGS, f"-I{REPO}/runtime_c/include", f"-I{REPO}/runtime_c/src",
+                    str(REPO / "scripts" / f"{name}.c"), str(lib), "-lm", "-pthread", "-o", str(exe)],
+                   check=True, timeout=300)
+    return exe
+
+
+def test_attention_stream_tables_agree_on_every_group(tmp_path):
+    """The x86 tables take a K/V head's query heads 2 (avx2) or 4
+    (avx512vnni) at a time and must give the same floats: the tool's output
+    hash, per group size 1-5 and cache type, is the same from both tables
+    this machine runs (from one where only one runs, that it runs)."""
+    exe = _build_against_lib(tmp_path, "attention_stream")
+    flags = _x86_flags()
+    if "avx2" not in flags:
+        pytest.skip("needs AVX2")
+    tables = ["avx2"] + (["avx512vnni"] if {"avx512f", "avx512vl", "avx512bw", "avx512_vnni"} <= flags else [])
+    for group in range(1, 6):
+        for extra in ([], ["f32"]):
+            hashes = set()
+            for t in tables:
+                r = subprocess.run([str(exe), t, "3", str(group), "64", "37", "1", "1", *extra],
+                                   capture_output=True, text=True, timeout=60)
+                assert r.returncode == 0, r.stderr
+                got = re.search(r"scores [\d.]+ us .* sums [\d.]+ us .*outputs ([0-9a-f]{8})$", r.stdout.strip())
+                assert got, r.stdout
+                hashes.add(got.group(1))
+            assert len(hashes) == 1, (group, extra, hashes)
+    bad = subprocess.run([str(exe), "avx2", "0", "1", "64", "8", "1", "1"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "bad shape" in bad.stderr
 
 
 def test_vnni_ports_builds_and_reports_each_mix(tmp_path):
