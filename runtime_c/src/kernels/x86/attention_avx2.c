@@ -94,6 +94,11 @@ static AI __m256 scores8(const unsigned char *kb, size_t row_bytes, const float 
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+/* The one-query kernel and, further down, prefill's paths are the avx2
+ * build's in both tables (table_avx2.c): built with the VNNI flags,
+ * prefill's attention took 992-1079 ms where avx2's took 905-1015 (110M
+ * shape, 12 query heads on 4, 1,536 tokens, 1 thread, alternating runs). */
+#if !ER_X86_VNNI
 /* out[j0 .. j0 + 8 * nv) = sum_t scores[t] v_t, the nv (<= 8) output vectors
  * held in registers across all positions rather than loaded and stored per
  * position (a store-to-load chain through out). */
@@ -154,8 +159,8 @@ static AI void attention_x8(float *out, const float *q, const unsigned char *kb,
     }
 }
 
-void ER_X86_FN(attention)(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
-                          int n_kv, int head_dim, float scale, float *scores) {
+void er_avx2_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
+                       int n_kv, int head_dim, float scale, float *scores) {
     const int f16 = kv_type == ER_KV_F16;
     const size_t esz = f16 ? 2 : 4;
     const unsigned char *kb = k, *vb = v;
@@ -206,6 +211,7 @@ void ER_X86_FN(attention)(float *out, const float *q, const void *k, const void 
         }
     }
 }
+#endif
 
 /*
  * A few queries at one position (a grouped-query decode step: the query
@@ -242,6 +248,7 @@ static AI void few4(float *const *s, const float *const *q, const unsigned char 
     }
 }
 
+#if !ER_X86_VNNI
 static AI void few_scores(float *const *s, const float *const *q, const unsigned char *kb, const unsigned char *vb,
                           size_t row_bytes, int n_kv, int head_dim, float scale, const int c, const int f16) {
     const size_t hb = (size_t)head_dim * (f16 ? 2 : 4);
@@ -262,6 +269,7 @@ static AI void few_scores(float *const *s, const float *const *q, const unsigned
             s[i][t] = scale * (f16 ? er_avx2_dot_f16(head_dim, kr, q[i]) : er_avx2_dot_f32(head_dim, kr, q[i]));
     }
 }
+#endif
 
 /* out[i][j0 .. j0 + 8 * nv) = sum_t p[i][t] v_t for c queries over rows
  * [t0, t1), started from zero when first or continued from out[]; rows
@@ -321,6 +329,7 @@ static AI void rows_sums(float *const *o, const float *const *p, const unsigned 
     }
 }
 
+#if !ER_X86_VNNI
 /* c (1-3) queries that all see n_kv positions; scores: c * n_kv floats */
 static AI void few_x8(float *const *out, const float *const *q, const unsigned char *kb, const unsigned char *vb,
                       size_t row_bytes, int n_kv, int head_dim, float scale, float *scores, const int c,
@@ -361,6 +370,7 @@ static AI void rows_to_f32(float *buf, const unsigned char *base, size_t row_byt
         }
     }
 }
+#endif
 
 /* the 8 rows at kb against q, scaled, stored at s */
 static AI void scores8_at(float *s, const unsigned char *kb, size_t row_bytes, const float *q, int head_dim,
@@ -372,17 +382,18 @@ static AI float dot1(int head_dim, const void *row, const float *q, const int f1
     return f16 ? er_avx2_dot_f16(head_dim, row, q) : er_avx2_dot_f32(head_dim, row, q);
 }
 
+#if !ER_X86_VNNI
 static AI void multi_x8(float *const *out, const float *const *q, const int *n_kv, int nq, const unsigned char *kb,
                         const unsigned char *vb, size_t row_bytes, int head_dim, float scale, float *scratch,
                         const int f16) {
     ER_ATTENTION_COPY_WALK(rows_to_f32, few4, scores8_at, dot1, er_avx2_softmax, rows_sums);
 }
 
-void ER_X86_FN(attention_multi)(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
-                                const void *v, int kv_type, size_t kv_stride, int head_dim, float scale,
-                                float *scratch) {
-    ER_ATTENTION_MULTI(8, few_x8, multi_x8, ER_X86_FN(attention));
+void er_avx2_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
+                             const void *v, int kv_type, size_t kv_stride, int head_dim, float scale, float *scratch) {
+    ER_ATTENTION_MULTI(8, few_x8, multi_x8, er_avx2_attention);
 }
+#endif
 
 /*
  * attention_heads: a decode step's K/V heads row by row (where query heads
@@ -579,7 +590,7 @@ static AI void sums_x8(float *out, float *sc, int n_kv, const unsigned char *vb,
 
 void ER_X86_FN(attention_heads)(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                                 size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
-    ER_ATTENTION_HEADS(8, scores_x8, sums_x8, ER_X86_FN(attention));
+    ER_ATTENTION_HEADS(8, scores_x8, sums_x8, er_avx2_attention);
 }
 
 void ER_X86_FN(attention_scores)(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,

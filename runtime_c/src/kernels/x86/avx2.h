@@ -9,8 +9,8 @@
  * built with those flags: its inline helpers use AVX2 intrinsics.
  *
  * A few of them (repack_avx2.c, q32_avx2.c, qk23_avx2.c,
- * repack_qk23_avx2.c, attention_avx2.c) are compiled a second time with -DER_X86_VNNI=1 and
- * the AVX-512 VL/BW/VNNI flags, as the "avx512vnni" table's
+ * repack_qk23_avx2.c, attention_avx2.c) are compiled a second time with
+ * -DER_X86_VNNI=1 and the AVX-512 VL/BW/VNNI flags, as the "avx512vnni" table's
  * er_avx512vnni_* functions: their int8 dot products taking VPDPBUSD (four
  * u8 x s8 products summed into each int32 lane, exact, no int16 step), and
  * every body free to use the 16 further ymm registers of AVX-512VL.
@@ -241,12 +241,7 @@ void er_avx2_attention_scores(float *sc, const float *q, int n_kv, int t0, int t
                               size_t kv_stride, int nkv, int group, int head_dim, float scale);
 void er_avx2_attention_sums(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
                             int group, int head_dim);
-/* attention_avx2.c's VNNI build (the 16 further ymm registers hold 4 query heads' sums) */
-void er_avx512vnni_attention(float *out, const float *q, const void *k, const void *v, int kv_type, size_t kv_stride,
-                             int n_kv, int head_dim, float scale, float *scores);
-void er_avx512vnni_attention_multi(float *const *out, const float *const *q, const int *n_kv, int nq, const void *k,
-                                   const void *v, int kv_type, size_t kv_stride, int head_dim, float scale,
-                                   float *scratch);
+/* attention_avx2.c's VNNI build: a decode step's walk, 4 query heads of a K/V head in 32 registers */
 void er_avx512vnni_attention_heads(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                                    size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch);
 void er_avx512vnni_attention_scores(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,

@@ -3,9 +3,10 @@
  * baseline x86-64 (it only stores addresses), so merely linking the AVX2 or
  * VNNI library never executes an AVX instruction on a CPU without it. The
  * two differ only in the repacked integer matmuls, the row-wise dots of
- * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), the
- * attention kernels (x86/attention_avx2.c: 4 query heads of a K/V head at
- * a time in 32 registers, 2 in 16), the Q2_K,
+ * the 32-element types of issue 25 (avx2.h, x86/q32_avx2.c), a decode
+ * step's attention walk (x86/attention_avx2.c: 4 query heads of a K/V head
+ * at a time in 32 registers, 2 in 16; prefill's copy path and the one-query
+ * kernel are avx2's in both), the Q2_K,
  * Q3_K and IQ4_XS kernels (x86/qk23_avx2.c, repack_qk23_avx2.c: the
  * VNNI build takes their 16-row slots as 512-bit vectors), and in the
  * layouts of Q4_0, Q4_K, Q5_K, Q6_K, Q8_0, Q5_0, IQ4_NL, Q4_1 and Q5_1
@@ -93,8 +94,8 @@
         .gelu_mul = er_avx2_gelu_mul,                                                                                 \
         .add = er_avx2_add,                                                                                           \
         .argmax = er_avx2_argmax,                                                                                     \
-        .attention = p##_attention,                                                                                   \
-        .attention_multi = p##_attention_multi,                                                                       \
+        .attention = er_avx2_attention,                                                                               \
+        .attention_multi = er_avx2_attention_multi,                                                                   \
         .attention_heads = p##_attention_heads,                                                                       \
         .attention_scores = p##_attention_scores,                                                                     \
         .attention_sums = p##_attention_sums,                                                                         \
