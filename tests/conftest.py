@@ -91,9 +91,11 @@ VARIANTS = {
 # tied, rope_theta, config overrides). qwen2_8kv has 8 K/V heads of 32 (16
 # query heads, groups of 2) and Q/K/V biases: enough K/V heads for a decode
 # step to take head ranges at 1 and 2 threads (model.h, er_att_heads), the
-# path of forward.c's one-dispatch attention block.
+# path of forward.c's one-dispatch attention block. llama_1kv has Gemma 3's
+# grouping, 4 query heads on one K/V head: fewer K/V heads than threads.
 SHAPED = {
     "qwen2_8kv": ("qwen2", False, 1000000.0, dict(hidden_size=512, num_attention_heads=16, num_key_value_heads=8)),
+    "llama_1kv": ("llama", False, 500000.0, dict(num_attention_heads=4, num_key_value_heads=1)),
 }
 
 
