@@ -588,17 +588,34 @@ static AI void sums_x8(float *out, float *sc, int n_kv, const unsigned char *vb,
     ER_ATTENTION_SUMS_WALK(WALK_HEADS, heads_sums, er_avx2_softmax, prefetch_l2);
 }
 
+/* The VNNI build's registers pay from 3 query heads per K/V head; with 1 or
+ * 2 it hands over to the avx2 build, whose code they ran before (110M, Qwen3:
+ * the same speed either way within this VM's noise, 6 alternating runs). */
+#if ER_X86_VNNI
+#define FEW_HEADS_TO_AVX2(call)                                                                                        \
+    if (group < 3) {                                                                                                   \
+        call;                                                                                                          \
+        return;                                                                                                        \
+    }
+#else
+#define FEW_HEADS_TO_AVX2(call)
+#endif
+
 void ER_X86_FN(attention_heads)(float *out, const float *q, int n_kv, const void *k, const void *v, int kv_type,
                                 size_t kv_stride, int nkv, int group, int head_dim, float scale, float *scratch) {
+    FEW_HEADS_TO_AVX2(er_avx2_attention_heads(out, q, n_kv, k, v, kv_type, kv_stride, nkv, group, head_dim, scale,
+                                              scratch))
     ER_ATTENTION_HEADS(8, scores_x8, sums_x8, er_avx2_attention);
 }
 
 void ER_X86_FN(attention_scores)(float *sc, const float *q, int n_kv, int t0, int t1, const void *k, int kv_type,
                                  size_t kv_stride, int nkv, int group, int head_dim, float scale) {
+    FEW_HEADS_TO_AVX2(er_avx2_attention_scores(sc, q, n_kv, t0, t1, k, kv_type, kv_stride, nkv, group, head_dim, scale))
     ER_ATTENTION_SCORES(8, scores_x8);
 }
 
 void ER_X86_FN(attention_sums)(float *out, float *sc, int n_kv, const void *v, int kv_type, size_t kv_stride, int nkv,
                                int group, int head_dim) {
+    FEW_HEADS_TO_AVX2(er_avx2_attention_sums(out, sc, n_kv, v, kv_type, kv_stride, nkv, group, head_dim))
     ER_ATTENTION_SUMS(8, sums_x8);
 }
