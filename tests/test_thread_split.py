@@ -24,8 +24,8 @@ From 256 cached positions a decode step with fewer than 4 K/V heads per
 thread is split in two instead (model.h, er_att_split): ranges of K rows
 scored by whichever thread takes them, then ranges of K/V heads for the
 softmax and V sums. The second test decodes there, at 2, 3 and 5 threads,
-against one thread's row walk. With fewer K/V heads than threads (the third
-test: one K/V head of 4 query heads, as Gemma 3), the sums go in pieces of
+against one thread's row walk. With fewer K/V heads than threads (its second
+model: one K/V head of 4 query heads, as Gemma 3), the sums go in pieces of
 a head's query heads instead: 2 and 2 at 2 and 3 threads, 1 each at 5.
 
 The last tests' model has 8 K/V heads, so a decode step at 1 and 2 threads
@@ -78,23 +78,15 @@ def decode_logits(path, ids, n_prompt, n_ctx, n_threads):
     return got
 
 
+@pytest.mark.parametrize("variant", ["llama_untied_theta5e5", "llama_1kv"])
 @pytest.mark.parametrize("qtype", ["f32", "q4_0"])
-def test_long_decode_identical_for_every_thread_count(tiny, qtype):
-    path = tiny.gguf("llama_untied_theta5e5", qtype)
+def test_long_decode_identical_for_every_thread_count(tiny, qtype, variant):
+    path = tiny.gguf(variant, qtype)
     ids = [int(v) for v in np.random.RandomState(11).randint(0, 200, 290)]
     # positions 250-289: the split starts at 256 cached rows
     got = decode_logits(path, ids, 250, 320, (1, 2, 3, 5))
     for n in (2, 3, 5):
-        assert np.array_equal(got[n], got[1]), f"{qtype}: long-context decode logits differ at {n} threads"
-
-
-@pytest.mark.parametrize("qtype", ["f32", "q4_0"])
-def test_long_decode_one_kv_head_identical_for_every_thread_count(tiny, qtype):
-    path = tiny.gguf("llama_1kv", qtype)
-    ids = [int(v) for v in np.random.RandomState(13).randint(0, 200, 290)]
-    got = decode_logits(path, ids, 250, 320, (1, 2, 3, 5))
-    for n in (2, 3, 5):
-        assert np.array_equal(got[n], got[1]), f"{qtype}: one-K/V-head decode logits differ at {n} threads"
+        assert np.array_equal(got[n], got[1]), f"{variant} {qtype}: long-context decode logits differ at {n} threads"
 
 
 @pytest.mark.parametrize("qtype", ["f32", "q8_0", "q4_0"])
