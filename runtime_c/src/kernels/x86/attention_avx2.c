@@ -301,12 +301,14 @@ static AI void few_wsum(float *const *out, const float *const *p, const unsigned
         for (int k = 0; k < nv; k++) _mm256_storeu_ps(out[i] + j0 + 8 * k, o[i][k]);
 }
 
-/* few_wsum over a whole head for c (1-3) queries, rows [t0, t1), started
- * when first. Output vectors per pass: c x nv sums, nv V vectors and a
- * weight in the 16 registers (as few_x8), except 3 queries over float rows
- * (the copy path's, an F32 cache) take 4: a float V vector can stay an FMA
- * memory operand where a half's must be converted into a register. That
- * took the copy path's 15 queries over 1,400 rows from 387 to 357 us. */
+/* few_wsum over a whole head for c (1 to HEADS_MAX) queries, rows [t0, t1),
+ * started when first. Output vectors per pass: c x nv sums, nv V vectors
+ * and a weight in the 16 registers (as few_x8), except 3 queries over float
+ * rows (the copy path's, an F32 cache) take 4: a float V vector can stay an
+ * FMA memory operand where a half's must be converted into a register. That
+ * took the copy path's 15 queries over 1,400 rows from 387 to 357 us. In
+ * the VNNI build's 32 registers 3 queries take 4 over halves too, and 4
+ * queries 2 (4 x 4 sums gained nothing over 4 x 2 in attention_stream). */
 static AI void rows_sums(float *const *o, const float *const *p, const unsigned char *vb, size_t row_bytes, int t0,
                          int t1, int head_dim, const int c, const int f16, const int first) {
     const int nv = c == 1 ? 8 : c == 4 ? 2 : c == 2 || !f16 || ER_X86_VNNI ? 4 : 2;
