@@ -5,6 +5,7 @@ import os
 import pty
 import re
 import select
+import signal
 import sys
 import time
 
@@ -28,6 +29,10 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:                                    # the child: edgerun chat on the terminal
             try:
+                # as a shell starts a foreground job: a suite run in the
+                # background (`make test &`) ignores SIGINT, which exec
+                # would pass on, and Ctrl-C would then do nothing
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
                 os.execve(sys.executable, [sys.executable, "-m", "edgerun", "chat", *args], env)
             finally:
                 os._exit(127)
