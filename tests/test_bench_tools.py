@@ -1,9 +1,9 @@
 """The C benchmark tools under scripts/ that docs/PERFORMANCE.md cites for its
 figures still build (warnings as errors) and run: kernel_stream.c and
 attention_stream.c against the build's static library, vnni_ports.c on its
-own. They are not part of the
-runtime, so without this nothing would notice a kernel-table change that
-breaks them until someone tries to re-measure. Nothing here is timed."""
+own. They are not part of the runtime, so without this nothing would notice
+a kernel-table change that breaks them until someone tries to re-measure.
+Nothing here is timed."""
 import os
 import pathlib
 import platform
