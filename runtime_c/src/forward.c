@@ -508,9 +508,8 @@ static void att_split_worker(void *ctx, int ith, int nth) {
          * a step that way, as much as 1 thread. A query's sums are the same
          * whichever queries share its call (kernels.h). */
         const uint8_t *vc = er_kv_base(t->s, L, 1, elem) + layer_off;
-        const int nth = md->pool.n_threads, want = (nth + d->n_head_kv - 1) / d->n_head_kv;
-        const int qper = (group + (want < group ? want : group) - 1) / (want < group ? want : group);
-        const int pieces = (group + qper - 1) / qper;
+        const int want = (md->pool.n_threads + d->n_head_kv - 1) / d->n_head_kv; /* pieces per head */
+        const int qper = (group + want - 1) / want, pieces = (group + qper - 1) / qper;
         for (int i; (i = er_pool_claim(&t->next)) < d->n_head_kv * pieces;) {
             const int h = i / pieces, j = i % pieces * qper, nq = group - j < qper ? group - j : qper;
             const size_t qh = (size_t)h * group + (size_t)j;
