@@ -491,31 +491,25 @@ static void att_split_worker(void *ctx, int ith, int nth) {
             md->k->attention_scores(sc, md->act.q + q_at, n_kv, t0, t1, kc, d->kv_type, d->kv_row, d->n_head_kv, group, hd,
                                     scale);
         }
-    } else if (d->n_head_kv >= md->pool.n_threads) {
-        const uint8_t *vc = er_kv_base(t->s, L, 1, elem) + layer_off;
-        const int per = (d->n_head_kv + md->pool.n_threads - 1) / md->pool.n_threads;
-        for (int i; (i = er_pool_claim(&t->next)) * per < d->n_head_kv;) {
-            const int h = i * per, nk = d->n_head_kv - h < per ? d->n_head_kv - h : per;
-            md->k->attention_sums(md->act.att + q_at + (size_t)h * group * hd, sc + (size_t)h * group * n_kv, n_kv,
-                                  vc + (size_t)h * hd * elem, d->kv_type, d->kv_row, nk, group, hd);
-            done += nk * group;
-        }
     } else {
-        /* Fewer K/V heads than threads (Gemma 3's one): each head's query
-         * heads in pieces, each a call of its own over the whole of V. Whole
-         * heads left every thread past the heads' count idle; Gemma-3-270M
-         * Q8_0 at 2,048 positions, 2 threads, took 1.10-1.31 ms of attention
-         * a step that way, as much as 1 thread. A query's sums are the same
+        /* Items are ranges of K/V heads, one per thread. With fewer K/V heads
+         * than threads (Gemma 3's one) a head's query heads go in pieces
+         * instead, each a call of its own over the whole of V: whole heads
+         * left every thread past the heads' count idle (Gemma-3-270M Q8_0 at
+         * 2,048 positions, 2 threads, 1.10-1.31 ms of attention a step, as
+         * much as 1 thread; in pieces 0.79-0.83). A query's sums are the same
          * whichever queries share its call (kernels.h). */
         const uint8_t *vc = er_kv_base(t->s, L, 1, elem) + layer_off;
-        const int want = (md->pool.n_threads + d->n_head_kv - 1) / d->n_head_kv; /* pieces per head */
+        const int nth = md->pool.n_threads, per = (d->n_head_kv + nth - 1) / nth;
+        const int want = (nth + d->n_head_kv - 1) / d->n_head_kv; /* pieces per head; 1 where per > 1 */
         const int qper = (group + want - 1) / want, pieces = (group + qper - 1) / qper;
-        for (int i; (i = er_pool_claim(&t->next)) < d->n_head_kv * pieces;) {
-            const int h = i / pieces, j = i % pieces * qper, nq = group - j < qper ? group - j : qper;
+        for (int i; (i = er_pool_claim(&t->next)) < (d->n_head_kv + per - 1) / per * pieces;) {
+            const int h = i / pieces * per, nk = d->n_head_kv - h < per ? d->n_head_kv - h : per;
+            const int j = i % pieces * qper, nq = group - j < qper ? group - j : qper;
             const size_t qh = (size_t)h * group + (size_t)j;
             md->k->attention_sums(md->act.att + q_at + qh * hd, sc + qh * n_kv, n_kv, vc + (size_t)h * hd * elem,
-                                  d->kv_type, d->kv_row, 1, nq, hd);
-            done += nq;
+                                  d->kv_type, d->kv_row, nk, nq, hd);
+            done += nk * nq;
         }
     }
     er_trace_end(&md->trace, t_op, ER_OP_ATTENTION, t->layer, ith, t->m, done, n_kv);
